@@ -1,0 +1,64 @@
+"""Context windows around a sample (BENCHMARKS.md section 1.3).
+
+A sample at time t with window length w sees [t - w/2, t + w/2] clipped to [0, video_length]: clipped,
+not shifted, so windows are asymmetric at the ends of a recording. A transcript sentence belongs to a
+window iff sentence.start < window.end and sentence.end > window.start (strict), and the window's text
+is its sentences joined by single spaces in file order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from spacewalk.spacewalk18 import Sentence
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float
+    end: float
+
+    @property
+    def length(self) -> float:
+        return self.end - self.start
+
+
+def context_window(t: float, w: float, duration: float) -> Window:
+    if w <= 0:
+        raise ValueError(f"window length must be positive, got {w}")
+    if not 0 <= t <= duration:
+        raise ValueError(f"time {t} outside the video [0, {duration}]")
+    return Window(max(0.0, t - w / 2), min(duration, t + w / 2))
+
+
+_UNITS = {"s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600}
+
+
+def parse_duration(text: str | float | int) -> float:
+    """'5min' -> 300.0, '30s' -> 30.0, '1.5h' -> 5400.0; a bare number is seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", str(text).lower())
+    if not m or m.group(2) not in _UNITS | {"": 1}:
+        raise ValueError(f"cannot read a duration from {text!r}; write e.g. 30s, 5min, 1h")
+    return float(m.group(1)) * _UNITS.get(m.group(2), 1)
+
+
+class TranscriptIndex:
+    """The sentences of one recording as arrays, so thousands of windows are answered quickly."""
+
+    def __init__(self, sentences: Sequence[Sentence]):
+        self.sentences = tuple(sentences)
+        self.starts = np.array([s.start for s in self.sentences], dtype=np.float64)
+        self.ends = np.array([s.end for s in self.sentences], dtype=np.float64)
+
+    def indices_in(self, window: Window) -> np.ndarray:
+        """Indices (file order) of the sentences that overlap the window, with strict inequalities."""
+        return np.flatnonzero((self.starts < window.end) & (self.ends > window.start))
+
+    def text_in(self, window: Window) -> str:
+        return " ".join(self.sentences[i].text for i in self.indices_in(window))

@@ -1,0 +1,65 @@
+"""Shared fixtures. Tests that need the real annotations find them through SPACEWALK_SHARED_DATA
+(the folder holding spacewalk18/, hirest/, ...), which `.ci/run` sets to ../shared/data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path | None:
+    value = os.environ.get("SPACEWALK_SHARED_DATA")
+    return Path(value) if value and Path(value).is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def real_spacewalk18_root() -> Path:
+    base = shared_data_dir()
+    if base is None or not (base / "spacewalk18").is_dir():
+        pytest.skip("real Spacewalk-18 annotations not available: set SPACEWALK_SHARED_DATA to the folder "
+                    "holding spacewalk18/ (CI sets it to ../shared/data)")
+    return base / "spacewalk18"
+
+
+def write_tiny_root(root: Path, n_samples: int = 30) -> Path:
+    """A hand-made three-recording dataset in the official layout, small enough to reason about."""
+    import csv
+
+    from spacewalk.io import write_json
+    from spacewalk.sampler import step_samples
+    from spacewalk.spacewalk18 import IRRELEVANT_DESCRIPTION, Segment, frame_of, samples_to_json
+
+    bounds = [(0, 10, -1), (10, 40, 1), (40, 50, 0), (50, 80, 2), (80, 90, -1), (90, 100, 1), (100, 120, -1)]
+    segments = [Segment(float(s), float(e), frame_of(s), frame_of(e), label) for s, e, label in bounds]
+    steps = [{"index": 0, "caption": "Irrelevant", "transcript": IRRELEVANT_DESCRIPTION},
+             {"index": 1, "caption": "open the hatch", "transcript": "first we open the hatch",
+              "animation_start": 2.0, "animation_end": 5.0},
+             {"index": 2, "caption": "install the battery", "transcript": "",
+              "animation_start": 5.0, "animation_end": 8.0}]
+    ids = {"train": ["01012020"], "val": ["02022020"], "test": ["03032020"]}
+    seg_json = [{"video_start": s.start, "video_end": s.end, "frame_start": s.frame_start,
+                 "frame_end": s.frame_end, "label": s.label} for s in segments]
+    all_ids = [v for vs in ids.values() for v in vs]
+    write_json(root / "data/annotation.json", {v: seg_json for v in all_ids})
+    write_json(root / "data/steps.json", {v: steps for v in all_ids})
+    write_json(root / "tasks/split.json", ids)
+    for v in all_ids:
+        (root / "data/transcripts").mkdir(parents=True, exist_ok=True)
+        with open(root / f"data/transcripts/{v}.csv", "w", encoding="cp1252", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["Sentence", "Global start", "Global end"])
+            w.writerows([["first we open the hatch", 2.0, 5.0], ["hatch is open, caf\u00e9 time", 12.0, 20.0],
+                         ["now the battery", 50.0, 60.0], ["wrapping up", 95.0, 110.0]])
+    for split, vs in ids.items():
+        write_json(root / f"tasks/step_recognition/{split}.json",
+                   samples_to_json({v: step_samples(segments, len(steps), n_samples) for v in vs}))
+    return root
+
+
+@pytest.fixture
+def tiny_root(tmp_path) -> Path:
+    return write_tiny_root(tmp_path / "tiny")
