@@ -1,0 +1,73 @@
+"""The user-facing tools: samples and download (against a local copy, never the network)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spacewalk import download, samples
+
+
+def test_samples_cli_reproduces_the_official_file(real_spacewalk18_root, tmp_path):
+    out = tmp_path / "test.json"
+    assert samples.main(["--root", str(real_spacewalk18_root), "--split", "test", "--out", str(out)]) == 0
+    official = json.loads((real_spacewalk18_root / "tasks/step_recognition/test.json").read_text())
+    assert json.loads(out.read_text()) == official
+
+
+def test_samples_cli_on_a_root_without_samples(tiny_root, tmp_path, capsys):
+    for f in (tiny_root / "tasks/step_recognition").iterdir():
+        f.unlink()
+    out = tmp_path / "val.json"
+    assert samples.main(["--root", str(tiny_root), "--split", "val", "--out", str(out), "--per-video", "12"]) == 0
+    assert [len(v) for v in json.loads(out.read_text()).values()] == [12]
+    assert samples.main(["--root", str(tiny_root), "--split", "val", "--out", str(out),
+                         "--per-video", "100000"]) == 2
+    assert "02022020" in capsys.readouterr().err
+
+
+def test_download_from_a_local_copy(real_spacewalk18_root, tmp_path):
+    root = tmp_path / "sw18"
+    # run as a user would, in a subprocess: the module entry point, the progress bar, the final check
+    result = subprocess.run([sys.executable, "-m", "spacewalk.download", "spacewalk18", "--root", str(root),
+                             "--source", str(real_spacewalk18_root)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "ready" in result.stdout
+    for rel in download.RELEASES["spacewalk18"].files + download.RELEASES["spacewalk18"].historical_files:
+        assert (root / rel).read_bytes() == (real_spacewalk18_root / rel).read_bytes(), rel
+    # a second run resumes: nothing is fetched again
+    assert download.download_annotations("spacewalk18", root, str(real_spacewalk18_root)) == []
+
+
+def test_download_reports_a_missing_source_file(tiny_root, tmp_path, capsys):
+    assert download.main(["spacewalk18", "--root", str(tmp_path / "x"), "--source", str(tiny_root)]) == 2
+    err = capsys.readouterr().err
+    assert "file not found in the source" in err and "question_answering/test.json" in err
+    assert not list((tmp_path / "x").rglob("*.tmp"))  # nothing half-written left behind
+
+
+def test_download_videos_uses_ytdlp_and_renames(tmp_path, monkeypatch):
+    fake = tmp_path / "bin" / "yt-dlp"
+    fake.parent.mkdir()
+    # a stand-in for yt-dlp: writes its -o target, records its arguments
+    fake.write_text("#!/bin/sh\nwhile [ $# -gt 1 ]; do if [ \"$1\" = -o ]; then echo video > \"$2\"; fi; shift; "
+                    f"done\necho \"$1\" >> {tmp_path}/calls\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    written = download.download_videos("spacewalk18", tmp_path / "root", ids=["02282021", "06092023"])
+    assert [p.name for p in written] == ["02282021.mp4", "06092023.mp4"]
+    assert (tmp_path / "root/data/videos/02282021.mp4").read_text() == "video\n"
+    assert (tmp_path / "calls").read_text().split() == [download.RELEASES["spacewalk18"].videos["02282021"],
+                                                       download.RELEASES["spacewalk18"].videos["06092023"]]
+    assert sorted(p.name for p in (tmp_path / "root/data/videos").iterdir()) == ["02282021.mp4", "06092023.mp4"]
+
+
+def test_download_videos_needs_ytdlp(tmp_path):
+    with pytest.raises(RuntimeError, match="pip install yt-dlp"):
+        download.download_videos("spacewalk18", tmp_path, ytdlp="no-such-yt-dlp-here")
