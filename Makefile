@@ -1,0 +1,24 @@
+# Two entry points for a fresh machine (see README): `make demo` and `make test`.
+# Both create .venv on first use and install the project with its pinned dependencies.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SHARED_DATA ?= $(abspath ../shared/data)
+
+.PHONY: setup demo test
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+# The main job on the embedded default (the synthetic dataset is generated on first use).
+demo: setup
+	$(PY) evaluate.py
+
+# The real annotations are read from $(SHARED_DATA) when it exists (tests that need them skip otherwise).
+test: setup
+	SPACEWALK_SHARED_DATA=$(SHARED_DATA) $(PY) -m pytest -q

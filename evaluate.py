@@ -1,0 +1,20 @@
+"""Score a model on one split without training: `python evaluate.py data=spacewalk18 model=random split=test`."""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
+def main(cfg: DictConfig) -> dict:
+    from spacewalk.evaluation import evaluate_step_recognition
+
+    dataset = hydra.utils.instantiate(cfg.data)
+    model = hydra.utils.instantiate(cfg.model)
+    return evaluate_step_recognition(dataset, model, cfg.split, cfg.paths.output_dir, fit_split=cfg.fit_split,
+                                     plots=cfg.plots)
+
+
+if __name__ == "__main__":
+    main()

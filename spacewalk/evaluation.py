@@ -1,0 +1,56 @@
+"""Score a step-recognition model on one split and write the run's artefacts.
+
+The model is anything with `fit(dataset, split)` and `score(recording, samples) -> [n, K+1]`; the
+prediction is the argmax of the scores. Writes into `out_dir`: predictions.json (official format),
+metrics.json (official metrics in percent, overall and per video) and timelines/<video>.png.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from spacewalk.io import write_json
+from spacewalk.metrics import step_recognition_metrics
+from spacewalk.predictions import write_step_predictions
+from spacewalk.spacewalk18 import Spacewalk18
+from spacewalk.timeline import plot_timeline
+
+log = logging.getLogger(__name__)
+
+
+def format_table(metrics: dict) -> str:
+    def cell(value):
+        return "-" if value is None else f"{value:.2f}"
+
+    rows = [f"{'video':<10} {'Accuracy':>9} {'mAP':>7} {'IoU':>7}"]
+    for video_id, m in metrics["per_video"].items():
+        rows.append(f"{video_id:<10} {cell(m['Accuracy']):>9} {cell(m['mAP']):>7} {cell(m['IoU']):>7}")
+    rows.append(f"{'mean':<10} {cell(metrics['Accuracy']):>9} {cell(metrics['mAP']):>7} {cell(metrics['IoU']):>7}")
+    return "\n".join(rows)
+
+
+def evaluate_step_recognition(dataset: Spacewalk18, model, split: str, out_dir: str | Path,
+                              fit_split: str = "train", plots: bool = True) -> dict:
+    if fit_split == split:
+        raise ValueError(f"fit_split and split are both {split!r}: a model never takes statistics from the "
+                         "split it is scored on")
+    out_dir = Path(out_dir)
+    model.fit(dataset, fit_split)
+    samples = dataset.step_samples(split)
+    recordings = {v: dataset.recordings[v] for v in samples}
+    scores = {v: np.asarray(model.score(recordings[v], samples[v]), dtype=np.float64) for v in samples}
+    predictions = {v: s.argmax(axis=1) for v, s in scores.items()}
+
+    write_step_predictions(out_dir / "predictions.json", predictions, scores)
+    metrics = step_recognition_metrics(recordings, samples, predictions, scores)
+    write_json(out_dir / "metrics.json", {"split": split, "model": type(model).__name__, **metrics})
+    if plots:
+        for v in tqdm(samples, desc="timelines", unit="video", leave=False):
+            plot_timeline(recordings[v], samples[v], predictions[v], out_dir / "timelines" / f"{v}.png")
+    table = format_table(metrics)
+    print(f"{type(model).__name__} on {split} ({dataset.root}):\n{table}\noutputs: {out_dir}")
+    return metrics
