@@ -52,5 +52,5 @@ def evaluate_step_recognition(dataset: Spacewalk18, model, split: str, out_dir: 
         for v in tqdm(samples, desc="timelines", unit="video", leave=False):
             plot_timeline(recordings[v], samples[v], predictions[v], out_dir / "timelines" / f"{v}.png")
     table = format_table(metrics)
-    print(f"{type(model).__name__} on {split} ({dataset.root}):\n{table}\noutputs: {out_dir}")
+    log.info("%s on %s (%s):\n%s\noutputs: %s", type(model).__name__, split, dataset.root, table, out_dir)
     return metrics

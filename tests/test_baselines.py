@@ -23,7 +23,7 @@ def test_random_is_seeded_per_recording(tiny_root):
     assert not np.array_equal(a, RandomBaseline(seed=3).score(other, samples))
 
 
-def test_plan_prior_is_a_distribution_and_reads_no_test_label(tiny_root):
+def test_plan_prior_scores_by_time_likelihood_and_reads_no_test_label(tiny_root):
     ds = Spacewalk18(tiny_root)
     model = PlanPriorBaseline(time_bins=4, position_bins=2)
     with pytest.raises(RuntimeError, match="before fit"):
@@ -31,7 +31,9 @@ def test_plan_prior_is_a_distribution_and_reads_no_test_label(tiny_root):
     model.fit(ds, "train")
     samples = ds.step_samples("test")["03032020"]
     scores = model.score(ds.recordings["03032020"], samples)
-    np.testing.assert_allclose(scores.sum(axis=1), 1.0)
+    np.testing.assert_allclose(model.irrelevant_time.sum(), 1.0)  # P(time bin | class) per class
+    np.testing.assert_allclose(model.step_time.sum(axis=1), 1.0)
+    assert scores.shape == (len(samples), 3) and (scores > 0).all()
     relabelled = [dataclasses.replace(s, label=0) for s in samples]
     np.testing.assert_array_equal(scores, model.score(ds.recordings["03032020"], relabelled))
 

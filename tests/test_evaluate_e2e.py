@@ -1,0 +1,70 @@
+"""evaluate.py end to end on a small synthetic dataset, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from spacewalk import score
+from spacewalk.predictions import read_step_predictions
+from spacewalk.spacewalk18 import Spacewalk18
+
+SMALL = ["+data.n_train=2", "+data.n_val=1", "+data.n_test=2", "+data.minutes=[4,5]",
+         "+data.steps_per_video=[3,5]", "+data.samples_per_video=300", "+data.retrieval_samples_per_video=20",
+         "+data.questions_per_video=2"]
+
+
+def run_evaluate(*overrides: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "evaluate.py", *overrides], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.slow
+def test_evaluate_generates_data_scores_and_writes_artefacts(tmp_path, capsys):
+    root, out = tmp_path / "synthetic", tmp_path / "run"
+    result = run_evaluate(f"data.root={root}", *SMALL, "model=plan_prior", f"hydra.run.dir={out}")
+    dataset = Spacewalk18(root)  # generated on first use, in the official layout
+    test_ids = dataset.splits["test"]
+    assert "mean" in result.stderr + result.stdout
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["split"] == "test" and list(metrics["per_video"]) == test_ids
+    assert all(0 <= metrics[k] <= 100 for k in ("Accuracy", "mAP", "IoU"))
+    samples = dataset.step_samples("test")
+    predictions = read_step_predictions(out / "predictions.json", dataset.recordings, samples)
+    assert predictions.scores is not None
+    assert sorted(p.name for p in (out / "timelines").iterdir()) == sorted(f"{v}.png" for v in test_ids)
+
+    # the scoring tool gives the same numbers from the written file
+    capsys.readouterr()
+    assert score.main(["--root", str(root), "--split", "test", "--predictions", str(out / "predictions.json")]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    for name in ("Accuracy", "mAP", "IoU"):
+        assert scored[name] == pytest.approx(metrics[name], abs=1e-12)
+
+    # a second run reuses the dataset, and the random baseline is reproducible
+    first = run_evaluate(f"data.root={root}", *SMALL, "model=random", "plots=false", f"hydra.run.dir={tmp_path / 'r1'}")
+    second = run_evaluate(f"data.root={root}", *SMALL, "model=random", "plots=false", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert "synthetic Spacewalk-18" not in first.stderr  # no progress bar: nothing was generated
+    assert (tmp_path / "r1/predictions.json").read_bytes() == (tmp_path / "r2/predictions.json").read_bytes()
+    assert not (tmp_path / "r1/timelines").exists()
+
+
+def test_real_data_random_baseline_matches_the_paper(real_spacewalk18_root, tmp_path):
+    out = tmp_path / "run"
+    run_evaluate("data=spacewalk18", f"data.root={real_spacewalk18_root}", "model=random", "split=test",
+                 "plots=false", f"hydra.run.dir={out}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["Accuracy"] == pytest.approx(4.22, abs=0.3)
+    assert metrics["IoU"] == pytest.approx(1.51, abs=0.2)
+
+
+def test_fit_split_must_differ_from_the_scored_split(tiny_root, tmp_path):
+    result = subprocess.run([sys.executable, "evaluate.py", "data=spacewalk18", f"data.root={tiny_root}",
+                             "split=train", f"hydra.run.dir={tmp_path}"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode != 0 and "never takes statistics from the split it is scored on" in result.stderr
