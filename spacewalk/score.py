@@ -22,7 +22,7 @@ TASKS = ("step_recognition", "question_answering", "intra_video_retrieval")
 
 
 def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str) -> dict[str, Any]:
-    # imported here so `--help` and argument errors stay fast (metrics imports torch)
+    # imported here so `--help` and argument errors answer at once
     from spacewalk import metrics
     from spacewalk import predictions as pred_files
     from spacewalk.spacewalk18 import Spacewalk18
