@@ -1,0 +1,233 @@
+"""Step-recognition batches: official samples + context windows, read from the feature bank.
+
+Each sample at time t with window length w sees the bank cells overlapping [t - w/2, t + w/2] (clipped
+to the recording). Everything per sample that does not depend on the batch (its window's cells, the
+query cell, the clip feature) is computed once in `setup` with array operations per recording; a batch
+is then one gather from the recording's in-memory cell matrix. Changing w re-slices the bank; it never
+re-encodes anything.
+
+Feature layout (the same for the clip, the cells and the steps, so zero-shot is a dot product):
+  modalities video       clip [v]        steps [F_v(V^a)]
+  modalities text        clip [t, t]     steps [F_t(T^a), F_t(C^a)]
+  modalities video+text  clip [v, t, t]  steps [F_v(V^a), F_t(T^a), F_t(C^a)]
+v is the mean of the window's cell video features (1 fps, dense); t is the window transcript feature:
+the normalised mean of the embeddings of the window's sentences (strict-overlap rule of BENCHMARKS 1.3).
+The paper encodes the joined window text instead; a sentence encoder truncates long input (MiniLM: 256
+word pieces, about 1.5 min of speech), so the mean keeps every sentence of a 20-minute window. Within a
+cell the text block is the embedding of that cell's joined sentences.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank
+from spacewalk.spacewalk18 import Recording, Spacewalk18, StepSample
+
+log = logging.getLogger(__name__)
+
+MODALITIES = ("video", "text", "video+text")
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+
+
+@dataclass
+class _SplitIndex:
+    """Per-sample arrays of one split (all samples of all its recordings, recording-major)."""
+
+    recording: np.ndarray  # int [N] index into the split's video ids
+    sample_id: np.ndarray  # int [N]
+    label: np.ndarray  # int [N]
+    first_cell: np.ndarray  # int [N] first window cell (a bank row of the recording)
+    num_cells: np.ndarray  # int [N]
+    query_pos: np.ndarray  # int [N] the sample's cell, relative to first_cell
+    clip: np.ndarray  # float32 [N, D]
+
+
+class _Indices(Dataset):
+    def __init__(self, n: int):
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class StepRecognitionDataModule(pl.LightningDataModule):
+    def __init__(self, dataset: Spacewalk18, bank_dir: str | Path, text_encoder=None, video_encoder=None,
+                 bank_config: BankConfig | dict | None = None, context_seconds: float = 300.0,
+                 modalities: str = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
+                 num_workers: int = 0):
+        super().__init__()
+        if modalities not in MODALITIES:
+            raise ValueError(f"modalities must be one of {MODALITIES}, got {modalities!r}")
+        if "video" in modalities and video_encoder is None:
+            raise ValueError(f"modalities={modalities!r} needs a video encoder (choose an encoder= config with one)")
+        if "text" in modalities and text_encoder is None:
+            raise ValueError(f"modalities={modalities!r} needs a text encoder")
+        self.dataset = dataset
+        self.context_seconds = float(context_seconds)
+        self.modalities = modalities
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.num_workers = num_workers
+        config = bank_config if isinstance(bank_config, BankConfig) else BankConfig(**(bank_config or {}))
+        self.bank = FeatureBank(bank_dir, dataset, text_encoder=text_encoder,
+                                video_encoder=video_encoder if "video" in modalities else None, config=config)
+        self.splits: dict[str, _SplitIndex] = {}
+        self.cell_features: dict[str, list[np.ndarray]] = {}  # per split: [num_cells, D] per recording
+        self.step_features: dict[str, list[np.ndarray]] = {}  # per split: [K+1, D] per recording
+        self.video_ids: dict[str, list[str]] = {}
+        self.samples: dict[str, dict[str, list[StepSample]]] = {}
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _build_bank(self) -> None:
+        trainer = self.trainer
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        ids = [v for split in ("train", "val", "test") for v in self.dataset.splits[split]]
+        # every rank builds its share, then all wait, so extraction is split across processes
+        self.bank.build(ids, rank=rank, world_size=world)
+        if trainer is not None and world > 1:
+            trainer.strategy.barrier("feature_bank")
+        stale = [v for v in ids if not self.bank.is_fresh(v)]
+        if stale:
+            raise RuntimeError(f"feature bank still stale after building: {stale}")
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        self._build_bank()
+        for split in ("train", "val", "test"):
+            self._index_split(split)
+
+    def _layout(self, bank: RecordingBank, video: np.ndarray | None, text: np.ndarray | None) -> list[np.ndarray]:
+        blocks = []
+        if "video" in self.modalities:
+            if video is None:
+                raise RuntimeError(f"{bank.video_id}: the bank has no video features (no video file?) but "
+                                   f"modalities={self.modalities!r}")
+            blocks.append(video)
+        if "text" in self.modalities:
+            blocks += [text, text]
+        return blocks
+
+    def _index_split(self, split: str) -> None:
+        samples = self.dataset.step_samples(split)
+        video_ids = list(samples)
+        cols = {k: [] for k in ("recording", "sample_id", "label", "first_cell", "num_cells", "query_pos", "clip")}
+        cells, steps = [], []
+        for r, video_id in enumerate(video_ids):
+            rec: Recording = self.dataset.recordings[video_id]
+            bank = self.bank.load(video_id)
+            ss = samples[video_id]
+            t = np.array([s.timestamp for s in ss])
+            start = np.maximum(t - self.context_seconds / 2, 0.0)
+            end = np.minimum(t + self.context_seconds / 2, rec.duration)
+            k = bank.segment_seconds
+            # cells [j k, (j+1) k) overlapping [start, end): the same rule as RecordingBank.cells_in
+            first = np.floor(start / k).astype(np.int64)
+            last = np.minimum(np.ceil(end / k).astype(np.int64), bank.num_cells) - 1
+            query = np.minimum(np.floor(t / k).astype(np.int64), bank.num_cells - 1)
+
+            video = None if bank.video is None else np.asarray(bank.video, dtype=np.float32)
+            cell_text = np.asarray(bank.cell_text, dtype=np.float32)
+            clip_blocks = []
+            if "video" in self.modalities:
+                if video is None:
+                    raise RuntimeError(f"{video_id}: no video features in the bank, but modalities="
+                                       f"{self.modalities!r}")
+                csum = np.concatenate([np.zeros((1, video.shape[1]), np.float64), np.cumsum(video, axis=0)])
+                clip_blocks.append(_normalise(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None])
+                                              .astype(np.float32)))
+            if "text" in self.modalities:
+                sent = np.asarray(bank.sentence_text, dtype=np.float32)
+                overlap = (bank.sentence_start[None, :] < end[:, None]) & (bank.sentence_end[None, :] > start[:, None])
+                window_text = _normalise(overlap.astype(np.float32) @ sent)
+                clip_blocks += [window_text, window_text]
+            cols["clip"].append(np.concatenate(clip_blocks, axis=1))
+            cols["recording"].append(np.full(len(ss), r))
+            cols["sample_id"].append(np.array([s.id for s in ss]))
+            cols["label"].append(np.array([s.label for s in ss]))
+            cols["first_cell"].append(first)
+            cols["num_cells"].append(last - first + 1)
+            cols["query_pos"].append(query - first)
+            cells.append(np.concatenate(self._layout(bank, video, cell_text), axis=1))
+            step_video = None if bank.step_video is None else np.asarray(bank.step_video, dtype=np.float32)
+            steps.append(np.concatenate(
+                ([step_video] if "video" in self.modalities else [])
+                + ([np.asarray(bank.step_narration, np.float32), np.asarray(bank.step_caption, np.float32)]
+                   if "text" in self.modalities else []), axis=1))
+        self.splits[split] = _SplitIndex(**{k: np.concatenate(v) for k, v in cols.items()})
+        self.cell_features[split], self.step_features[split] = cells, steps
+        self.video_ids[split], self.samples[split] = video_ids, samples
+
+    @property
+    def feature_dim(self) -> int:
+        return next(iter(self.splits.values())).clip.shape[1]
+
+    # ---------------------------------------------------------------------------------------------
+
+    def collate(self, split: str, indices: Sequence[int]) -> dict[str, torch.Tensor]:
+        ix = self.splits[split]
+        idx = np.asarray(indices)
+        b = len(idx)
+        m = int(ix.num_cells[idx].max())
+        s = max(self.step_features[split][r].shape[0] for r in np.unique(ix.recording[idx]))
+        d = ix.clip.shape[1]
+        cells = np.zeros((b, m, d), np.float32)
+        cell_mask = np.zeros((b, m), bool)
+        steps = np.zeros((b, s, d), np.float32)
+        step_mask = np.zeros((b, s), bool)
+        for r in np.unique(ix.recording[idx]):
+            rows = np.flatnonzero(ix.recording[idx] == r)
+            offsets = np.arange(m)
+            cell_ids = ix.first_cell[idx[rows]][:, None] + offsets[None, :]
+            valid = offsets[None, :] < ix.num_cells[idx[rows]][:, None]
+            feats = self.cell_features[split][r]
+            cells[rows] = np.where(valid[..., None], feats[np.minimum(cell_ids, len(feats) - 1)], 0.0)
+            cell_mask[rows] = valid
+            k1 = self.step_features[split][r].shape[0]
+            steps[rows, :k1] = self.step_features[split][r]
+            step_mask[rows, :k1] = True
+        return {
+            "video_index": torch.from_numpy(ix.recording[idx]).long(),
+            "sample_id": torch.from_numpy(ix.sample_id[idx]).long(),
+            "label": torch.from_numpy(ix.label[idx]).long(),
+            "clip": torch.from_numpy(ix.clip[idx]),
+            "cells": torch.from_numpy(cells),
+            "cell_mask": torch.from_numpy(cell_mask),
+            "query_pos": torch.from_numpy(ix.query_pos[idx]).long(),
+            "steps": torch.from_numpy(steps),
+            "step_mask": torch.from_numpy(step_mask),
+        }
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        return DataLoader(_Indices(len(self.splits[split].label)),
+                          batch_size=self.batch_size if split == "train" else self.eval_batch_size,
+                          shuffle=shuffle, num_workers=self.num_workers,
+                          collate_fn=partial(self.collate, split),
+                          persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)

@@ -1,0 +1,50 @@
+"""Small deterministic stand-ins for the encoders, for tests of what consumes their output."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+
+def text_vector(text: str, dim: int) -> np.ndarray:
+    if not text:
+        return np.zeros(dim, np.float32)
+    seed = int.from_bytes(hashlib.sha1(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+class FakeText:
+    def __init__(self, identity: str = "fake-text/1", dim: int = 8, fail_on_call: int | None = None):
+        self.identity, self.dim, self.fail_on_call = identity, dim, fail_on_call
+        self.calls, self.texts = 0, []
+
+    def encode(self, texts):
+        self.calls += 1
+        if self.calls == self.fail_on_call:
+            raise RuntimeError("text encoder died")
+        self.texts += list(texts)
+        return np.stack([text_vector(t, self.dim) for t in texts]).reshape(len(texts), self.dim)
+
+
+class FakeVideo:
+    """A clip's mean colour, its length and its frame size: enough to see which frames went in."""
+
+    dim, num_frames = 6, 12
+
+    def __init__(self, identity: str = "fake-video/1", fail_on_call: int | None = None):
+        self.identity, self.fail_on_call = identity, fail_on_call
+        self.calls, self.shapes = 0, []
+
+    def encode(self, clips):
+        self.calls += 1
+        if self.calls == self.fail_on_call:
+            raise RuntimeError("video encoder died")
+        self.shapes += [c.shape for c in clips]
+        return np.stack([self.features(c) for c in clips])
+
+    @staticmethod
+    def features(clip: np.ndarray) -> np.ndarray:
+        t, h, w, _ = clip.shape
+        return np.concatenate([clip.reshape(-1, 3).mean(0) / 255, [t / 10, h / 100, w / 100]]).astype(np.float32)

@@ -1,0 +1,86 @@
+"""The step-recognition DataModule: windows sliced from the bank, batches in the module's contract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from datamodules.step_recognition import StepRecognitionDataModule
+from spacewalk.feature_bank import BankConfig
+from spacewalk.spacewalk18 import Spacewalk18
+from spacewalk.synthetic import ensure_dataset
+from spacewalk.windows import TranscriptIndex, context_window
+
+from fakes import FakeText, FakeVideo, text_vector
+
+SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
+                 retrieval_samples_per_video=10, questions_per_video=2, progress=False)
+BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Spacewalk18:
+    return Spacewalk18(ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=0, **SYNTHETIC))
+
+
+def make(dataset, bank_dir, modalities="text", context=60.0, text=None, video=None, **kw):
+    dm = StepRecognitionDataModule(dataset, bank_dir, text_encoder=text or FakeText(), video_encoder=video,
+                                   bank_config=BANK, context_seconds=context, modalities=modalities, **kw)
+    dm.setup()
+    return dm
+
+
+def normalise(x):
+    return x / np.linalg.norm(x)
+
+
+def test_text_batch_follows_the_window_rule(dataset, tmp_path):
+    dm = make(dataset, tmp_path / "bank", batch_size=7)
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["clip"].shape == (7, 16) and batch["cells"].shape[0] == 7
+    assert batch["steps"].shape[1] == dataset.split("train")[0].num_classes
+    assert batch["step_mask"].all()
+    rec = dataset.split("test")[0]
+    samples = dataset.step_samples("test")[rec.video_id]
+    index = TranscriptIndex(rec.transcript)
+    full = dm.collate("test", list(range(len(samples))))
+    for i in (0, 37, len(samples) - 1):
+        s = samples[i]
+        window = context_window(s.timestamp, 60.0, rec.duration)
+        sentences = index.indices_in(window)
+        expected = normalise(np.sum([text_vector(rec.transcript[j].text, 8) for j in sentences], axis=0))
+        np.testing.assert_allclose(full["clip"][i, :8].numpy(), expected, atol=2e-3)  # float16 bank
+        np.testing.assert_array_equal(full["clip"][i, :8], full["clip"][i, 8:])  # [t, t]
+        cells = [j for j in range(int(np.ceil(rec.duration / 12))) if j * 12 < window.end and (j + 1) * 12 > window.start]
+        assert full["cell_mask"][i].sum() == len(cells)
+        assert cells[int(full["query_pos"][i])] == int(s.timestamp // 12)
+        assert int(full["label"][i]) == s.label and int(full["sample_id"][i]) == s.id
+    # padding cells are zero, real ones carry the cell's text
+    assert (full["cells"][~full["cell_mask"]] == 0).all()
+    # step rows: [narration, caption]; row 0 is the Irrelevant description
+    steps = dm.step_features["test"][0]
+    np.testing.assert_allclose(steps[1, :8], text_vector(rec.steps[1].transcript, 8), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(steps[1, 8:], text_vector(rec.steps[1].caption, 8), rtol=1e-3, atol=1e-3)
+
+
+def test_changing_the_context_never_reencodes(dataset, tmp_path):
+    text = FakeText()
+    make(dataset, tmp_path / "bank", context=60.0, text=text)
+    calls = text.calls
+    dm = make(dataset, tmp_path / "bank", context=1200.0, text=text)
+    assert text.calls == calls
+    # a 20-minute window covers every cell of these 3-4 minute recordings
+    rec = dataset.split("val")[0]
+    assert dm.splits["val"].num_cells.max() == int(np.ceil(rec.duration / 12))
+
+
+def test_video_and_text_layout(dataset, tmp_path):
+    dm = make(dataset, tmp_path / "bank", modalities="video+text", video=FakeVideo())
+    batch = dm.collate("val", [0, 1])
+    assert batch["clip"].shape[1] == FakeVideo.dim + 16 == batch["steps"].shape[2] == batch["cells"].shape[2]
+    assert (batch["steps"][:, 0, :FakeVideo.dim] == 0).all()  # Irrelevant has no animation
+
+
+def test_video_modality_needs_a_video_encoder(dataset, tmp_path):
+    with pytest.raises(ValueError, match="needs a video encoder"):
+        StepRecognitionDataModule(dataset, tmp_path, text_encoder=FakeText(), modalities="video")
