@@ -1,4 +1,5 @@
-"""Score a model on one split without training: `python evaluate.py data=spacewalk18 model=random split=test`."""
+"""Score a model on one split without training: `python evaluate.py data=spacewalk18 model=random split=test`,
+or re-test a train.py checkpoint with its run's config: `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from omegaconf import DictConfig
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> dict:
+    if cfg.get("ckpt_path"):
+        from spacewalk.training import evaluate_checkpoint
+
+        return evaluate_checkpoint(cfg)
     from spacewalk.evaluation import evaluate_step_recognition
 
     dataset = hydra.utils.instantiate(cfg.data)

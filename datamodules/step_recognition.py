@@ -178,7 +178,14 @@ class StepRecognitionDataModule(pl.LightningDataModule):
 
     @property
     def feature_dim(self) -> int:
-        return next(iter(self.splits.values())).clip.shape[1]
+        """D of the layout, known from the encoders before any bank exists (the model is built first,
+        so under DDP the bank can be built inside fit, shared across ranks)."""
+        dim = 0
+        if "video" in self.modalities:
+            dim += self.bank.video_encoder.dim
+        if "text" in self.modalities:
+            dim += 2 * self.bank.text_encoder.dim
+        return dim
 
     # ---------------------------------------------------------------------------------------------
 

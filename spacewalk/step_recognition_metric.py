@@ -7,7 +7,7 @@ and starts fast; this module is for training loops.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -16,6 +16,12 @@ from torchmetrics.utilities import dim_zero_cat
 
 from spacewalk.metrics import Undefined, check_undefined_policy, step_recognition_metrics
 from spacewalk.spacewalk18 import Recording, StepSample
+
+
+class VideoOutputs(NamedTuple):
+    predictions: dict[str, np.ndarray]  # int64 [n] per video
+    scores: dict[str, np.ndarray] | None  # float64 [n, K+1] per video; None when update got no scores
+    incomplete: list[str]  # videos left out because samples were missing (only with incomplete="drop")
 
 
 class StepRecognitionMetric(Metric):
@@ -78,6 +84,24 @@ class StepRecognitionMetric(Metric):
         self.update(*args, **kwargs)
 
     def compute(self) -> dict[str, Any]:
+        predictions, scores, _ = self._per_video("error")
+        result = step_recognition_metrics(self.recordings, self.samples, predictions, scores, self.undefined)
+        return {name: (None if value is None else torch.tensor(value, dtype=torch.float64))
+                if name != "per_video" else value for name, value in result.items()}
+
+    def per_video(self, incomplete: Literal["error", "drop"] = "error") -> VideoOutputs:
+        """The gathered, de-duplicated outputs per video, in sample order (row i = sample id i).
+
+        For callers that decide predictions after seeing a whole split (the Irrelevant threshold) or
+        write prediction files. Synchronises across processes like `compute`, so every rank gets the
+        same result. `incomplete="drop"` leaves out videos with missing samples (a run with
+        `limit_val_batches`) instead of raising, and lists them.
+        """
+        with self.sync_context(dist_sync_fn=self.dist_sync_fn, should_sync=self._to_sync,
+                               should_unsync=self._should_unsync):
+            return VideoOutputs(*self._per_video(incomplete))
+
+    def _per_video(self, incomplete: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, list[str]]:
         video_index = dim_zero_cat(self.video_index).long().cpu().numpy()
         if len(video_index) == 0:
             raise ValueError("StepRecognitionMetric: no samples were seen")
@@ -99,7 +123,7 @@ class StepRecognitionMetric(Metric):
         _, first = np.unique(video_index * big + sample_id, return_index=True)
         video_index, sample_id, prediction, scores = (a[first] for a in (video_index, sample_id, prediction, scores))
 
-        predictions, video_scores = {}, {}
+        predictions, video_scores, dropped = {}, {}, []
         seen = set(video_index.tolist())
         for vi, video_id in enumerate(self.video_ids):
             if vi not in seen:
@@ -110,6 +134,9 @@ class StepRecognitionMetric(Metric):
             n = len(self.samples[video_id])
             ids = sample_id[rows]
             if len(ids) != n or ids[-1] != n - 1:
+                if incomplete == "drop":
+                    dropped.append(video_id)
+                    continue
                 missing = sorted(set(range(n)) - set(ids.tolist()))
                 extra = sorted(i for i in set(ids.tolist()) if i >= n)
                 raise ValueError(f"StepRecognitionMetric: video {video_id} has {n} samples; "
@@ -119,7 +146,4 @@ class StepRecognitionMetric(Metric):
             if with_scores:
                 k1 = self.recordings[video_id].num_classes
                 video_scores[video_id] = scores[rows, :k1]
-        result = step_recognition_metrics(self.recordings, self.samples, predictions,
-                                          video_scores if with_scores else None, self.undefined)
-        return {name: (None if value is None else torch.tensor(value, dtype=torch.float64))
-                if name != "per_video" else value for name, value in result.items()}
+        return predictions, (video_scores if with_scores else None), dropped

@@ -1,0 +1,242 @@
+"""Step recognition as contrastive scoring against the recording's step features (BENCHMARKS 1.5).
+
+score_i = scale * <head(batch), f_i^a> for the recording's classes i = 0..K (padding rows -inf). Trained
+with cross-entropy over steps 1..K only, on samples labelled 1..K: Irrelevant is not a class during
+training. Irrelevant is then predicted either by a threshold tau on the best step score, fitted on
+the validation split after every validation epoch (`irrelevant="threshold"`, the trained models of the
+paper), or by the argmax over 0..K with the DES feature as class 0 (`irrelevant="argmax"`, the
+paper's zero-shot model).
+
+Scale: by default both sides are L2-normalised and divided by `temperature` 0.05 (logit scale 20),
+so a logit is a cosine and the loss is well conditioned whatever the encoders' norms; the paper
+states neither normalisation nor a temperature (its zero-shot model is the raw dot product, which
+zero_shot.yaml keeps with normalize=false, temperature=1).
+
+Metrics need whole videos, so validation and test collect the raw scores [s_0..s_K] of every sample
+in a StepRecognitionMetric (gathered and de-duplicated across processes) and decide predictions
+when the split is complete. The scores written and scored for mAP are [tau, s_1..s_K] in threshold
+mode (Irrelevant's column is not used by mAP) and [s_0..s_K] in argmax mode. Runs that see part of a
+split (fast_dev_run, limit_*_batches) fit tau and score on the complete videos only, with a warning;
+the sanity check's batches are discarded.
+
+Which videos a split has: `setup_metrics("val" | "test", video_ids, recordings, samples)`, where batch
+"video_index" indexes `video_ids`; if it was not called, `setup` takes them from the trainer's
+datamodule (`video_ids[split]`, `samples[split]`, `dataset.recordings`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.irrelevant_threshold import OBJECTIVES, Objective, apply_threshold, fit_threshold
+from spacewalk.io import write_json
+from spacewalk.metrics import step_recognition_metrics
+from spacewalk.predictions import write_step_predictions
+from spacewalk.spacewalk18 import Recording, StepSample
+from spacewalk.step_recognition_metric import StepRecognitionMetric
+
+log = logging.getLogger(__name__)
+
+STAGE_SPLIT = {"validate": "val", "val": "val", "test": "test"}
+IRRELEVANT_MODES = ("threshold", "argmax")
+
+
+class StepRecognitionModule(pl.LightningModule):
+    def __init__(self, head: nn.Module, optimizer: Callable[..., torch.optim.Optimizer] | None = None,
+                 scheduler: Callable[..., Any] | None = None, temperature: float = 0.05, normalize: bool = True,
+                 irrelevant: Literal["threshold", "argmax"] = "threshold", tau_objective: Objective = "macro_f1",
+                 output_dir: str | Path | None = None, batch_size: int | None = None):
+        """`batch_size` is the recipe's batch size: unused here, recorded with the hyper-parameters and
+        read by the data config (`${model.batch_size}`), so `model=lfb_nl` brings the paper's 512."""
+        super().__init__()
+        if irrelevant not in IRRELEVANT_MODES:
+            raise ValueError(f"irrelevant must be one of {IRRELEVANT_MODES}, got {irrelevant!r}")
+        if tau_objective not in OBJECTIVES:
+            raise ValueError(f"tau_objective must be one of {OBJECTIVES}, got {tau_objective!r}")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        # plain values only, so checkpoints load with torch.load(weights_only=True): the head's weights
+        # are in the state dict (load_from_checkpoint(path, head=...)), the optimiser is the run config's
+        self.save_hyperparameters(logger=False, ignore=["head", "optimizer", "scheduler", "output_dir"])
+        self.head = head
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.output_dir = output_dir
+        # NaN until fitted; a buffer so that checkpoints carry it
+        self.register_buffer("tau", torch.tensor(math.nan, dtype=torch.float64))
+        self.metrics = nn.ModuleDict()
+        self.test_results: dict[str, Any] | None = None
+
+    # ---------------------------------------------------------------------------------------------
+    # which videos each split has
+
+    def setup_metrics(self, stage: str, video_ids: Sequence[str], recordings: Mapping[str, Recording],
+                      samples: Mapping[str, Sequence[StepSample]]) -> None:
+        split = STAGE_SPLIT[stage]
+        self.metrics[split] = StepRecognitionMetric(video_ids, recordings, samples).to(self.device)
+
+    def setup(self, stage: str) -> None:
+        splits = {"fit": ["val"], "validate": ["val"], "test": ["test"]}.get(stage, [])
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        for split in splits:
+            if split in self.metrics:
+                continue
+            if datamodule is None or not hasattr(datamodule, "video_ids"):
+                raise RuntimeError(f"no videos for the {split} metric: call setup_metrics({split!r}, ...) or "
+                                   "pass a datamodule with video_ids, samples and dataset.recordings")
+            self.setup_metrics(split, datamodule.video_ids[split], datamodule.dataset.recordings,
+                               datamodule.samples[split])
+
+    # ---------------------------------------------------------------------------------------------
+    # scoring and loss
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits [B, S] over the recording's classes 0..K; padded step rows are -inf."""
+        embedding, steps = self.head(batch), batch["steps"].to(batch["clip"].dtype)
+        if self.hparams.normalize:
+            embedding, steps = F.normalize(embedding, dim=-1), F.normalize(steps, dim=-1)
+        logits = torch.einsum("bd,bsd->bs", embedding, steps) / self.hparams.temperature
+        return logits.masked_fill(~batch["step_mask"], -math.inf)
+
+    @staticmethod
+    def step_loss(logits: torch.Tensor, label: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Cross-entropy over steps 1..K on the samples labelled 1..K (mean), and how many there were."""
+        labelled = label > 0
+        n = int(labelled.sum())
+        if n == 0:
+            # keeps the graph (and DDP's gradient hooks) intact for a batch of Irrelevant samples only
+            return logits[:, 1:].nan_to_num(nan=0.0, posinf=0.0, neginf=0.0).sum() * 0.0, 0
+        return F.cross_entropy(logits[labelled, 1:], label[labelled] - 1), n
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss, n = self.step_loss(self(batch), batch["label"])
+        if n:
+            self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=n)
+        return loss
+
+    def _eval_step(self, split: str, batch: dict[str, torch.Tensor]) -> None:
+        logits = self(batch)
+        loss, n = self.step_loss(logits, batch["label"])
+        if n:
+            self.log(f"{split}/loss", loss, on_epoch=True, prog_bar=split == "val", sync_dist=True, batch_size=n)
+        # raw scores; the decision waits for the whole split (tau is fitted on all of val)
+        self.metrics[split].update(batch["video_index"], batch["sample_id"], logits.argmax(dim=1), logits)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._eval_step("val", batch)
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._eval_step("test", batch)
+
+    # ---------------------------------------------------------------------------------------------
+    # decisions over whole splits
+
+    def _limited(self) -> bool:
+        t = self.trainer
+        limit = t.limit_test_batches if t.testing else t.limit_val_batches
+        # an int limit is a number of batches (1 included); a float a fraction
+        return bool(t.fast_dev_run) or isinstance(limit, int) or limit < 1.0
+
+    def _gather(self, split: str) -> tuple[dict[str, np.ndarray], list[str]] | None:
+        metric = self.metrics[split]
+        if not metric.update_called:
+            return None
+        # a debugging run (fast_dev_run, limit_*_batches) sees parts of videos: score the complete ones
+        outputs = metric.per_video(incomplete="drop" if self._limited() else "error")
+        metric.reset()
+        if outputs.incomplete:
+            log.warning("%s: %d videos incomplete (limited batches), left out of tau and metrics: %s",
+                        split, len(outputs.incomplete), outputs.incomplete)
+        return outputs.scores, outputs.incomplete
+
+    def fit_tau(self, scores: Mapping[str, np.ndarray], samples: Mapping[str, Sequence[StepSample]]) -> float:
+        """Fit tau on raw scores [n, K+1] per video against the samples' labels; stores and returns it."""
+        video_ids = list(scores)
+        video = np.concatenate([np.full(len(scores[v]), i) for i, v in enumerate(video_ids)])
+        label = np.concatenate([[s.label for s in samples[v]] for v in video_ids])
+        step = np.concatenate([scores[v][:, 1:].argmax(axis=1) + 1 for v in video_ids])
+        best = np.concatenate([scores[v][:, 1:].max(axis=1) for v in video_ids])
+        num_classes = np.array([scores[v].shape[1] for v in video_ids])
+        tau, f1 = fit_threshold(video, label, step, best, num_classes, self.hparams.tau_objective)
+        self.tau.fill_(tau)
+        log.info("tau = %.6g (%s %.4f on %d videos)", tau, self.hparams.tau_objective, f1, len(video_ids))
+        return tau
+
+    def decide(self, scores: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Predictions and the scores to report, per video, from raw scores [n, K+1]."""
+        if self.hparams.irrelevant == "argmax":
+            return {v: s.argmax(axis=1) for v, s in scores.items()}, dict(scores)
+        tau = float(self.tau)
+        if math.isnan(tau):
+            raise RuntimeError("tau was never fitted: validate before testing (or load a checkpoint that was)")
+        # Irrelevant's column is tau (not used by mAP); finite because prediction files must be
+        finite_tau = float(np.clip(tau, -np.finfo(np.float32).max, np.finfo(np.float32).max))
+        predictions, reported = {}, {}
+        for v, s in scores.items():
+            predictions[v] = apply_threshold(s[:, 1:].argmax(axis=1) + 1, s[:, 1:].max(axis=1), tau)
+            reported[v] = np.concatenate([np.full((len(s), 1), finite_tau), s[:, 1:]], axis=1)
+        return predictions, reported
+
+    def _score_split(self, split: str) -> dict[str, Any] | None:
+        gathered = self._gather(split)
+        if gathered is None or not gathered[0]:
+            return None
+        scores, _ = gathered
+        metric = self.metrics[split]
+        threshold = self.hparams.irrelevant == "threshold"
+        if split == "val" and threshold:
+            self.fit_tau(scores, metric.samples)
+        if threshold and math.isnan(float(self.tau)) and self._limited():
+            log.warning("%s: no tau (validation saw no complete video in this limited run): not scored", split)
+            return None
+        predictions, reported = self.decide(scores)
+        result = step_recognition_metrics(metric.recordings, metric.samples, predictions, reported, metric.undefined)
+        values = {f"{split}/{name}": result[name] for name in ("Accuracy", "mAP", "IoU") if result[name] is not None}
+        if self.hparams.irrelevant == "threshold":
+            values[f"{split}/tau"] = float(self.tau)
+        # identical on every rank (gathered states): the mean over ranks changes nothing, and
+        # sync_dist spares Lightning's warning about unsynchronised epoch-level logging
+        self.log_dict(values, sync_dist=True)
+        return {"predictions": predictions, "scores": reported, "metrics": result}
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking:
+            # a couple of batches: parts of videos, and tau must not come from them
+            self.metrics["val"].reset()
+            return
+        self._score_split("val")
+
+    def on_test_epoch_end(self) -> None:
+        out = self._score_split("test")
+        if out is None:
+            return
+        self.test_results = out["metrics"]
+        if self.output_dir is not None and self.trainer.is_global_zero:
+            out_dir = Path(self.output_dir)
+            write_step_predictions(out_dir / "predictions.json", out["predictions"], out["scores"])
+            tau = float(self.tau)
+            write_json(out_dir / "metrics.json", {
+                "split": "test", "model": type(self.head).__name__, "irrelevant": self.hparams.irrelevant,
+                "tau": None if math.isnan(tau) or math.isinf(tau) else tau, **out["metrics"]})
+            log.info("test predictions and metrics written to %s", out_dir)
+
+    # ---------------------------------------------------------------------------------------------
+
+    def configure_optimizers(self) -> Any:
+        params = [p for p in self.parameters() if p.requires_grad]
+        if self.optimizer_factory is None or not params:
+            return None
+        optimizer = self.optimizer_factory(params=params)
+        if self.scheduler_factory is None:
+            return optimizer
+        return {"optimizer": optimizer,
+                "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer=optimizer), "monitor": "val/loss",
+                                 "interval": "epoch", "frequency": 1}}

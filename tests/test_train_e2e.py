@@ -1,0 +1,90 @@
+"""train.py end to end on a tiny synthetic dataset with the real MiniLM text encoder (offline)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO
+
+TINY = ["+data.n_train=2", "+data.n_val=1", "+data.n_test=1", "+data.minutes=[4,5]", "+data.steps_per_video=[3,5]",
+        "+data.samples_per_video=200", "+data.retrieval_samples_per_video=20", "+data.questions_per_video=2"]
+pytestmark = pytest.mark.slow
+
+
+def run(script: str, tmp_path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",
+           "WANDB_SILENT": "true"}
+    data = [f"data.root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}", *TINY] \
+        if script == "train.py" else []
+    flags = [o for o in overrides if o.startswith("-")]  # Hydra's flags go before the overrides
+    overrides = [o for o in overrides if not o.startswith("-")]
+    result = subprocess.run([sys.executable, script, *flags, *data, *overrides], cwd=REPO, capture_output=True, text=True,
+                            env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def metrics(run_dir):
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path):
+    run_dir = tmp_path / "run"
+    run("train.py", tmp_path, "model=lfb_cat", "context=1min", "trainer.max_epochs=3", f"hydra.run.dir={run_dir}")
+    m = metrics(run_dir)
+    assert m["split"] == "test" and m["best_val_loss"] is not None
+    assert all(0 <= m[k] <= 100 for k in ("Accuracy", "mAP", "IoU"))
+    assert (run_dir / "predictions.json").is_file() and list((run_dir / "timelines").glob("*.png"))
+    assert (run_dir / "csv" / "version_0" / "metrics.csv").is_file()  # CSV log
+    assert list((run_dir / "wandb").glob("offline-run-*"))  # W&B, offline by default
+    best = [p for p in (run_dir / "checkpoints").glob("epoch*.ckpt")]
+    assert len(best) == 1
+    assert torch.load(best[0], weights_only=True)["state_dict"]["tau"].isfinite()  # tau travels in the checkpoint
+
+    again = tmp_path / "again"
+    run("evaluate.py", tmp_path, f"ckpt_path={best[0]}", f"hydra.run.dir={again}")
+    for name in ("Accuracy", "mAP", "IoU"):
+        assert metrics(again)[name] == metrics(run_dir)[name]
+
+
+def test_resume_from_last_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    run("train.py", tmp_path, "model=lfb_avg", "trainer.max_epochs=1", "logger=csv", "plots=false",
+        f"hydra.run.dir={run_dir}")
+    resumed = run("train.py", tmp_path, "model=lfb_avg", "trainer.max_epochs=2", "logger=csv", "plots=false",
+                  "ckpt_path=last", f"hydra.run.dir={run_dir}")
+    assert "Restoring states from the checkpoint path" in resumed.stdout + resumed.stderr
+    def epochs(version):
+        rows = [line.split(",") for line in (run_dir / "csv" / version / "metrics.csv").read_text().splitlines()]
+        return {row[rows[0].index("epoch")] for row in rows[1:] if "train/loss_epoch" in rows[0]
+                and row[rows[0].index("train/loss_epoch")]}
+
+    assert epochs("version_0") == {"0"} and epochs("version_1") == {"1"}  # the second run went on from epoch 1
+
+
+def test_multirun_writes_a_summary(tmp_path):
+    sweep = tmp_path / "sweep"
+    run("train.py", tmp_path, "-m", "model=zero_shot,lfb_avg", "trainer.max_epochs=1", "logger=csv", "plots=false",
+        f"hydra.sweep.dir={sweep}")
+    rows = (sweep / "summary.csv").read_text().splitlines()
+    assert len(rows) == 3 and "model=zero_shot" in rows[1] and "model=lfb_avg" in rows[2]
+    assert all(row.split(",")[2] for row in rows[1:])  # every job has its test Accuracy
+
+
+def test_two_process_ddp_equals_one_process(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    run("train.py", tmp_path, "model=zero_shot", "logger=csv", "plots=false", f"hydra.run.dir={one}")
+    run("train.py", tmp_path, "model=zero_shot", "logger=csv", "plots=false", "trainer=ddp",
+        "trainer.accelerator=cpu", "trainer.devices=2", f"hydra.run.dir={two}")
+    a, b = metrics(one), metrics(two)
+    for name in ("Accuracy", "mAP", "IoU"):
+        assert a[name] == b[name]
+    assert a["per_video"] == b["per_video"]
+    pa, pb = (json.loads((d / "predictions.json").read_text()) for d in (one, two))
+    assert {v: [x["prediction"] for x in pa[v]] for v in pa} == {v: [x["prediction"] for x in pb[v]] for v in pb}
