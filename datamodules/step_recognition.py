@@ -30,7 +30,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank
+from spacewalk.feature_bank import BankConfig, FeatureBank
 from spacewalk.spacewalk18 import Recording, Spacewalk18, StepSample
 
 log = logging.getLogger(__name__)
@@ -115,16 +115,11 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         for split in ("train", "val", "test"):
             self._index_split(split)
 
-    def _layout(self, bank: RecordingBank, video: np.ndarray | None, text: np.ndarray | None) -> list[np.ndarray]:
-        blocks = []
-        if "video" in self.modalities:
-            if video is None:
-                raise RuntimeError(f"{bank.video_id}: the bank has no video features (no video file?) but "
-                                   f"modalities={self.modalities!r}")
-            blocks.append(video)
-        if "text" in self.modalities:
-            blocks += [text, text]
-        return blocks
+    def _layout(self, video: np.ndarray | None, text: np.ndarray | None, second_text: np.ndarray | None) -> np.ndarray:
+        """[v], [t, t2] or [v, t, t2] by modality: one layout for clip, cells and steps alike."""
+        blocks = ([video] if "video" in self.modalities else []) + \
+            ([text, second_text] if "text" in self.modalities else [])
+        return np.concatenate([np.asarray(x, dtype=np.float32) for x in blocks], axis=1)
 
     def _index_split(self, split: str) -> None:
         samples = self.dataset.step_samples(split)
@@ -144,34 +139,28 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             last = np.minimum(np.ceil(end / k).astype(np.int64), bank.num_cells) - 1
             query = np.minimum(np.floor(t / k).astype(np.int64), bank.num_cells - 1)
 
-            video = None if bank.video is None else np.asarray(bank.video, dtype=np.float32)
-            cell_text = np.asarray(bank.cell_text, dtype=np.float32)
-            clip_blocks = []
+            if "video" in self.modalities and bank.video is None:
+                raise RuntimeError(f"{video_id}: no video features in the bank (no video file?), but "
+                                   f"modalities={self.modalities!r}")
+            window_video = window_text = None
             if "video" in self.modalities:
-                if video is None:
-                    raise RuntimeError(f"{video_id}: no video features in the bank, but modalities="
-                                       f"{self.modalities!r}")
+                video = np.asarray(bank.video, dtype=np.float32)
                 csum = np.concatenate([np.zeros((1, video.shape[1]), np.float64), np.cumsum(video, axis=0)])
-                clip_blocks.append(_normalise(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None])
-                                              .astype(np.float32)))
+                window_video = _normalise(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None])
+                                          .astype(np.float32))
             if "text" in self.modalities:
                 sent = np.asarray(bank.sentence_text, dtype=np.float32)
                 overlap = (bank.sentence_start[None, :] < end[:, None]) & (bank.sentence_end[None, :] > start[:, None])
                 window_text = _normalise(overlap.astype(np.float32) @ sent)
-                clip_blocks += [window_text, window_text]
-            cols["clip"].append(np.concatenate(clip_blocks, axis=1))
+            cols["clip"].append(self._layout(window_video, window_text, window_text))
             cols["recording"].append(np.full(len(ss), r))
             cols["sample_id"].append(np.array([s.id for s in ss]))
             cols["label"].append(np.array([s.label for s in ss]))
             cols["first_cell"].append(first)
             cols["num_cells"].append(last - first + 1)
             cols["query_pos"].append(query - first)
-            cells.append(np.concatenate(self._layout(bank, video, cell_text), axis=1))
-            step_video = None if bank.step_video is None else np.asarray(bank.step_video, dtype=np.float32)
-            steps.append(np.concatenate(
-                ([step_video] if "video" in self.modalities else [])
-                + ([np.asarray(bank.step_narration, np.float32), np.asarray(bank.step_caption, np.float32)]
-                   if "text" in self.modalities else []), axis=1))
+            cells.append(self._layout(bank.video, bank.cell_text, bank.cell_text))
+            steps.append(self._layout(bank.step_video, bank.step_narration, bank.step_caption))
         self.splits[split] = _SplitIndex(**{k: np.concatenate(v) for k, v in cols.items()})
         self.cell_features[split], self.step_features[split] = cells, steps
         self.video_ids[split], self.samples[split] = video_ids, samples

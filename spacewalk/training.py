@@ -37,13 +37,12 @@ def build_model(cfg: DictConfig, feature_dim: int, output_dir: str | None):
         model_cfg.head.dim = feature_dim
     model = hydra.utils.instantiate(model_cfg)
     model.output_dir = output_dir
-    return model, model_cfg
+    return model
 
 
-def build_trainer(cfg: DictConfig, with_loggers: bool = True) -> pl.Trainer:
+def build_trainer(cfg: DictConfig) -> pl.Trainer:
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
-    loggers = ([hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
-               if with_loggers else False)
+    loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
     return hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
 
 
@@ -77,7 +76,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     write_text(output_dir / RESOLVED_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
     datamodule = build_datamodule(cfg)
-    model, _ = build_model(cfg, datamodule.feature_dim, str(output_dir))
+    model = build_model(cfg, datamodule.feature_dim, str(output_dir))
     trainer = build_trainer(cfg)
     for lg in trainer.loggers:
         lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
@@ -110,7 +109,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 
 def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
-    """Reload a train.py checkpoint with its run's own config and score `cfg.split` (default test)."""
+    """Reload a train.py checkpoint with its run's own config and score the test split."""
+    if cfg.get("split", "test") != "test":
+        raise ValueError("evaluate.py ckpt_path=... scores the test split (val is what the checkpoint was chosen on)")
     ckpt = Path(cfg.ckpt_path)
     run_cfg_file = ckpt.parent.parent / RESOLVED_CONFIG
     if not ckpt.is_file():
@@ -122,11 +123,8 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
         run_cfg.paths.output_dir = cfg.paths.output_dir
     output_dir = Path(cfg.paths.output_dir)
     datamodule = build_datamodule(run_cfg)
-    model, model_cfg = build_model(run_cfg, datamodule.feature_dim, str(output_dir))
+    model = build_model(run_cfg, datamodule.feature_dim, str(output_dir))
     trainer = hydra.utils.instantiate(run_cfg.trainer, logger=False, callbacks=[], default_root_dir=str(output_dir))
-    split = cfg.get("split", "test")
-    if split != "test":
-        raise ValueError("evaluate.py ckpt_path=... scores the test split (val is what the checkpoint was chosen on)")
     trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt))
     results = dict(model.test_results or {})
     if trainer.is_global_zero and cfg.get("plots", True):
