@@ -406,3 +406,35 @@ def videomae_video_encoder(name_or_path: str | None = None, device: str = "cpu",
 
     return HFVideoEncoder("VideoMAEVideoEncoder", model, processor, features, weights, resolve_device(device),
                           batch_size, model.config.num_frames, model.config.hidden_size, "mean_tokens")
+
+
+# ------------------------------------------------------------------------------ video: no weights at all
+
+class ThumbnailVideoEncoder:
+    """Each frame shrunk to a `grid` x `grid` colour thumbnail (area averaging), centred and L2-normalised;
+    frames averaged per clip. No weights and no text tower: the encoder the synthetic datasets train on
+    (their steps differ by colour and layout, which a thumbnail keeps), and a floor any learned encoder
+    must beat. It is not a substitute for CLIP on real video."""
+
+    def __init__(self, grid: int = 8):
+        self.grid = int(grid)
+        self.dim = 3 * self.grid * self.grid
+        self.num_frames = 1
+        self.identity = _identity("ThumbnailVideoEncoder", grid=self.grid, dim=self.dim)
+
+    def frame_features(self, frames: np.ndarray) -> torch.Tensor:
+        pixels = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float() / 255.0
+        thumbs = torch.nn.functional.adaptive_avg_pool2d(pixels, self.grid).flatten(1)
+        # centring removes the overall brightness, which otherwise dominates every cosine
+        return _normalize(thumbs - thumbs.mean(1, keepdim=True))
+
+    def encode(self, clips: Sequence[np.ndarray]) -> np.ndarray:
+        out = [self.frame_features(_check_clip(c)).mean(0) for c in clips]
+        return _normalize(torch.stack(out)).numpy() if out else np.zeros((0, self.dim), np.float32)
+
+    def text_encoder(self) -> None:
+        return None
+
+
+def thumbnail_video_encoder(grid: int = 8) -> ThumbnailVideoEncoder:
+    return ThumbnailVideoEncoder(grid)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from spacewalk.errors import DataError
+from spacewalk.fields import as_dict as _as_dict, as_list as _as_list, get as _get
+from spacewalk.fields import integer as _integer, number as _number
 from spacewalk.io import load_json
 
 FPS = 29.97
@@ -94,51 +96,6 @@ class RetrievalSample:
     query_frame_index: int
     candidate_frame_indices: tuple[int, int]
     label: int  # which candidate (0 or 1) comes from the query's step
-
-
-# --------------------------------------------------------------------------------------------------
-# field access with errors that say where
-
-
-def _get(obj: Mapping[str, Any], key: str, types: type | tuple[type, ...], file: Path, item: str) -> Any:
-    if not isinstance(obj, Mapping):
-        raise DataError(f"expected an object, got {type(obj).__name__}", file=file, item=item)
-    if key not in obj:
-        raise DataError("missing key", file=file, item=item, field=key)
-    value = obj[key]
-    # bool is an int in Python; a JSON true/false is never a valid number here
-    if isinstance(value, bool) or not isinstance(value, types):
-        names = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
-        raise DataError(f"expected {names}, got {type(value).__name__} {value!r}", file=file, item=item,
-                        field=key)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise DataError(f"not a finite number: {value!r}", file=file, item=item, field=key)
-    return value
-
-
-def _number(obj, key, file, item) -> float:
-    return float(_get(obj, key, (int, float), file, item))
-
-
-def _integer(obj, key, file, item) -> int:
-    value = _get(obj, key, (int, float), file, item)
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise DataError(f"expected an integer, got {value!r}", file=file, item=item, field=key)
-        value = int(value)
-    return value
-
-
-def _as_list(value: Any, file: Path, item: str | None, what: str) -> list:
-    if not isinstance(value, list):
-        raise DataError(f"expected a list of {what}, got {type(value).__name__}", file=file, item=item)
-    return value
-
-
-def _as_dict(value: Any, file: Path, what: str) -> dict:
-    if not isinstance(value, dict):
-        raise DataError(f"expected an object mapping {what}, got {type(value).__name__}", file=file)
-    return value
 
 
 # --------------------------------------------------------------------------------------------------

@@ -25,6 +25,15 @@ def real_spacewalk18_root() -> Path:
     return base / "spacewalk18"
 
 
+@pytest.fixture(scope="session")
+def real_hirest_root() -> Path:
+    base = shared_data_dir()
+    if base is None or not (base / "hirest/data/splits").is_dir():
+        pytest.skip("real HiREST annotations not available: set SPACEWALK_SHARED_DATA to the folder "
+                    "holding hirest/ (CI sets it to ../shared/data)")
+    return base / "hirest"
+
+
 def write_tiny_root(root: Path, n_samples: int = 30) -> Path:
     """A hand-made three-recording dataset in the official layout, small enough to reason about."""
     import csv
