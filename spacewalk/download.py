@@ -3,6 +3,10 @@
     python -m spacewalk.download spacewalk18 --root data/spacewalk18            # annotations (~40 MB)
     python -m spacewalk.download spacewalk18 --root data/spacewalk18 --videos   # + 18 recordings via yt-dlp
     python -m spacewalk.download spacewalk18 --root DIR --source /path/to/a/local/copy
+    python -m spacewalk.download hirest --root data/hirest [--features] [--videos]
+
+HiREST: `--features` fetches the authors' released features (EVA-CLIP frames at 1 fps, Whisper ASR, MiniLM
+ASR embeddings; several GB) into <root>/data/, the layout `data.features=released` reads.
 
 Files already present are kept (re-running resumes an interrupted download); each file is written to a
 temporary name and renamed, so nothing half-written ever carries a final name. The result is validated
@@ -33,6 +37,8 @@ class Release:
     historical_base: str
     historical_files: tuple[str, ...]
     videos: dict[str, str]
+    # zip archives unpacked into <root>/data/ (each holds one top-level folder of that name)
+    features: tuple[str, ...] = ()
 
 
 _SPACEWALK18_REPO = "https://raw.githubusercontent.com/brown-palm/Spacewalk-18-benchmark"
@@ -55,7 +61,25 @@ RELEASES = {
         historical_files=("tasks/intra-video_retrieval/val.json", "tasks/intra-video_retrieval/test.json"),
         videos={v: f"https://www.youtube.com/watch?v={yt}" for v, yt in _SPACEWALK18_VIDEOS.items()},
     ),
+    # HiREST videos are YouTube ids named by the annotations themselves: see hirest_videos()
+    "hirest": Release(
+        base="https://raw.githubusercontent.com/j-min/HiREST/main",
+        files=tuple(f"data/splits/all_data_{s}.json" for s in ("train", "val", "test"))
+        + ("data/splits/all_data_test_negative_samples.json", "data/evaluation/categories.json",
+           "data/evaluation/formatted_moment_evaluation_gt.json", "data/val_testing/all_data_test.json",
+           "data/val_testing/formated_moment_evaluation_gt.json"),
+        historical_base="", historical_files=(), videos={},
+        features=tuple(f"https://huggingface.co/j-min/HiREST-baseline/resolve/main/{name}.zip"
+                       for name in ("eva_clip_features", "ASR", "ASR_feats_all-MiniLM-L6-v2")),
+    ),
 }
+
+
+def hirest_videos(root: Path) -> dict[str, str]:
+    """<id>.mp4 -> YouTube URL for every video the HiREST annotations name (distractors included)."""
+    from spacewalk.hirest import HiREST, video_id
+
+    return {v: f"https://www.youtube.com/watch?v={video_id(v)}" for v in HiREST(root).videos()}
 
 
 def _fetch(source: str, dest: Path) -> None:
@@ -87,26 +111,52 @@ def download_annotations(name: str, root: Path, source: str | None = None) -> li
     return written
 
 
+def download_features(name: str, root: Path) -> list[Path]:
+    """Fetch and unpack the released feature archives; an unpacked folder is kept (resume)."""
+    import zipfile
+
+    written = []
+    for url in RELEASES[name].features:
+        folder = root / "data" / url.rsplit("/", 1)[1].removesuffix(".zip")
+        if folder.is_dir():
+            continue
+        archive = root / "data" / f".{folder.name}.zip"
+        if not archive.is_file():
+            _fetch(url, archive)
+        staging = folder.with_name(f".{folder.name}.unpacking")
+        shutil.rmtree(staging, ignore_errors=True)
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(staging)
+        inner = staging / folder.name
+        (inner if inner.is_dir() else staging).rename(folder)  # the folder appears whole or not at all
+        shutil.rmtree(staging, ignore_errors=True)
+        archive.unlink()
+        written.append(folder)
+    return written
+
+
 def download_videos(name: str, root: Path, ids: list[str] | None = None, ytdlp: str = "yt-dlp") -> list[Path]:
-    """Download recordings with yt-dlp (720p mp4 like the release) to <root>/data/videos/<id>.mp4."""
+    """Download videos with yt-dlp (720p mp4) to <root>/data/videos/<id>.mp4 (HiREST: <root>/videos/)."""
     release = RELEASES[name]
+    urls = hirest_videos(root) if name == "hirest" else release.videos
+    folder = root / ("videos" if name == "hirest" else "data/videos")
     exe = shutil.which(ytdlp)
     if exe is None:
         raise RuntimeError(f"{ytdlp!r} not found on PATH: `pip install yt-dlp` to download the videos")
     written = []
-    for video_id in tqdm(ids or sorted(release.videos), desc=f"{name} videos", unit="video"):
-        dest = root / "data/videos" / f"{video_id}.mp4"
+    for video_id in tqdm(ids or sorted(urls), desc=f"{name} videos", unit="video"):
+        dest = folder / (video_id if video_id.endswith(".mp4") else f"{video_id}.mp4")
         if dest.is_file():
             continue
         with atomic_path(dest) as tmp:
             # yt-dlp appends its own suffixes to partial files; give it a name of our own and move it after
             part = tmp.with_name(tmp.name + ".mp4")
             cmd = [exe, "-f", "bv*[height<=720][ext=mp4]+ba[ext=m4a]/b[height<=720][ext=mp4]/b",
-                   "--merge-output-format", "mp4", "--no-playlist", "-o", str(part), release.videos[video_id]]
+                   "--merge-output-format", "mp4", "--no-playlist", "-o", str(part), urls[video_id]]
             result = subprocess.run(cmd)
             if result.returncode != 0 or not part.is_file():
                 part.unlink(missing_ok=True)
-                raise RuntimeError(f"yt-dlp failed for {video_id} ({release.videos[video_id]}), exit code "
+                raise RuntimeError(f"yt-dlp failed for {video_id} ({urls[video_id]}), exit code "
                                    f"{result.returncode}")
             part.replace(tmp)
         written.append(dest)
@@ -119,21 +169,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", required=True, type=Path, help="dataset root to fill (created if missing)")
     parser.add_argument("--source", help="a URL or local folder in the release layout to fetch from instead")
     parser.add_argument("--videos", action="store_true", help="also download the videos with yt-dlp")
+    parser.add_argument("--features", action="store_true", help="HiREST: also the authors' released features")
     args = parser.parse_args(argv)
     try:
         download_annotations(args.benchmark, args.root, args.source)
+        if args.features:
+            download_features(args.benchmark, args.root)
         if args.videos:
             download_videos(args.benchmark, args.root)
-        from spacewalk.spacewalk18 import Spacewalk18
-
-        dataset = Spacewalk18(args.root)
-        for split in ("train", "val", "test"):
-            dataset.step_samples(split)
+        dataset = VALIDATE[args.benchmark](args.root)
     except (DataError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{args.benchmark} ready at {args.root}: {dataset!r}")
     return 0
+
+
+def _validate_spacewalk18(root: Path):
+    from spacewalk.spacewalk18 import Spacewalk18
+
+    dataset = Spacewalk18(root)
+    for split in ("train", "val", "test"):
+        dataset.step_samples(split)
+    return dataset
+
+
+def _validate_hirest(root: Path):
+    from spacewalk.hirest import HiREST
+
+    dataset = HiREST(root)
+    for split in ("train", "val", "test"):
+        dataset.step_annotations(split)
+    dataset.candidates("test"), dataset.categories, dataset.moment_gt("val")
+    return dataset
+
+
+# benchmark -> reads everything fetched, so a bad or partial download fails here and not in training
+VALIDATE = {"spacewalk18": _validate_spacewalk18, "hirest": _validate_hirest}
 
 
 if __name__ == "__main__":

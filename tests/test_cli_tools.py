@@ -71,3 +71,28 @@ def test_download_videos_uses_ytdlp_and_renames(tmp_path, monkeypatch):
 def test_download_videos_needs_ytdlp(tmp_path):
     with pytest.raises(RuntimeError, match="pip install yt-dlp"):
         download.download_videos("spacewalk18", tmp_path, ytdlp="no-such-yt-dlp-here")
+
+
+def test_download_hirest_from_a_local_copy(real_hirest_root, tmp_path):
+    root = tmp_path / "hirest"
+    assert download.main(["hirest", "--root", str(root), "--source", str(real_hirest_root)]) == 0
+    for rel in download.RELEASES["hirest"].files:
+        assert (root / rel).read_bytes() == (real_hirest_root / rel).read_bytes(), rel
+    urls = download.hirest_videos(root)
+    assert len(urls) == 6266 and urls["5V3dI2zp1xA.mp4"] == "https://www.youtube.com/watch?v=5V3dI2zp1xA"
+
+
+def test_download_hirest_features_unpacks_whole_folders(tmp_path, monkeypatch):
+    import dataclasses
+    import zipfile
+
+    archive = tmp_path / "ASR.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("ASR/abc.srt", "1\n00:00:00,000 --> 00:00:01,000\nhi\n")
+    release = dataclasses.replace(download.RELEASES["hirest"], features=(str(archive),))
+    monkeypatch.setitem(download.RELEASES, "hirest", release)
+    root = tmp_path / "root"
+    assert download.download_features("hirest", root) == [root / "data/ASR"]
+    assert (root / "data/ASR/abc.srt").read_text().endswith("hi\n")
+    assert sorted(p.name for p in (root / "data").iterdir()) == ["ASR"]  # no archive or staging left
+    assert download.download_features("hirest", root) == []  # resumes: an unpacked folder is kept
