@@ -1,10 +1,16 @@
-"""Official scoring from the command line, the authors' evaluation.py without their path assumptions.
+"""Official scoring from the command line, the authors' evaluation scripts without their path assumptions.
 
     python -m spacewalk.score [spacewalk18] --root DIR --split test --predictions FILE \
         [--task step_recognition|question_answering|intra_video_retrieval] [--output metrics.json]
+    python -m spacewalk.score hirest --task video_retrieval|moment_retrieval|moment_segmentation|step_captioning \
+        --predictions FILE (--gt FILE --categories FILE | --root DIR [--split val|test]) [--output metrics.json]
 
-Prints the metrics as JSON (percent, as the paper reports them; the authors' scripts print fractions).
-A bad dataset or prediction file ends with its message on stderr and exit code 2.
+Prints the metrics as JSON in percent, as the papers report them (Spacewalk-18's scripts print fractions;
+HiREST's print percent under the key names used here). HiREST's `--gt` is the file the authors'
+evaluate.py reads for the task: the split file for video and moment retrieval, the formatted step GT for
+segmentation and captioning; `--root` (a HiREST root holding data/splits, ...) finds it for `--split`.
+A bad dataset or prediction file ends with its message on stderr and exit code 2; a missing scorer
+(Java, for captioning) with exit code 1.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from spacewalk.errors import DataError
 from spacewalk.io import write_json
 
 TASKS = ("step_recognition", "question_answering", "intra_video_retrieval")
+HIREST_TASKS = ("video_retrieval", "moment_retrieval", "moment_segmentation", "step_captioning")
+HIREST_SPLITS = ("val", "test")
 
 
 def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str) -> dict[str, Any]:
@@ -42,33 +50,107 @@ def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, unde
     return metrics.retrieval_accuracy(pred_files.read_retrieval_predictions(predictions, samples), samples)
 
 
-# benchmark name -> scorer; the first positional argument picks one
-BENCHMARKS: dict[str, Callable[..., dict[str, Any]]] = {"spacewalk18": score_spacewalk18}
+class UsageError(Exception):
+    """A combination of arguments that argparse cannot check by itself."""
+
+
+def _spacewalk18(args: argparse.Namespace) -> dict[str, Any]:
+    task = args.task or "step_recognition"
+    if task not in TASKS:
+        raise UsageError(f"spacewalk18 has no task {task!r}; choose from {', '.join(TASKS)}")
+    if args.root is None:
+        raise UsageError("spacewalk18 needs --root")
+    return score_spacewalk18(args.root, args.split or "test", task, args.predictions, args.undefined)
+
+
+def hirest_files(task: str, root: Path | None, split: str | None, gt: Path | None,
+                 categories: Path | None) -> tuple[Path, Path]:
+    """The GT file and categories file of a HiREST task: given, or the official ones under `root`."""
+    from spacewalk.hirest import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE
+
+    if root is None and (gt is None or categories is None):
+        raise UsageError("hirest needs --root, or both --gt and --categories")
+    if split is not None and split not in HIREST_SPLITS:
+        raise UsageError(f"hirest scores the {' or '.join(HIREST_SPLITS)} split, not {split!r}")
+    if root is not None and not (root / "data/splits").is_dir():
+        raise DataError("not a HiREST root: data/splits/ is missing", file=root)
+    if gt is None:
+        split = split or "test"
+        step_gt = task in ("moment_segmentation", "step_captioning")
+        gt = root / (MOMENT_GT_FILES[split] if step_gt else SPLIT_FILE.format(split=split))
+    return gt, categories if categories is not None else root / CATEGORIES_FILE
+
+
+def score_hirest(task: str, predictions: Path, gt: Path, categories: Path, preprocess: bool = True,
+                 nms_order: str = "introsort", frame_dir: Path | None = None) -> dict[str, Any]:
+    from spacewalk import hirest_metrics
+
+    if task == "moment_segmentation":
+        return hirest_metrics.score_moment_segmentation(predictions, gt, categories, preprocess=preprocess,
+                                                        nms_order=nms_order)
+    if task == "step_captioning":
+        return hirest_metrics.score_step_captioning(predictions, gt, categories, frame_dir=frame_dir)
+    return getattr(hirest_metrics, f"score_{task}")(predictions, gt, categories)
+
+
+def _hirest(args: argparse.Namespace) -> dict[str, Any]:
+    if args.task not in HIREST_TASKS:
+        raise UsageError(f"hirest needs --task, one of {', '.join(HIREST_TASKS)}")
+    gt, categories = hirest_files(args.task, args.root, args.split, args.gt, args.categories)
+    return score_hirest(args.task, args.predictions, gt, categories, preprocess=not args.no_preprocess,
+                        nms_order=args.nms_order, frame_dir=args.frame_dir)
+
+
+# benchmark name -> scorer of the parsed arguments; the first positional argument picks one
+BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {"spacewalk18": _spacewalk18,
+                                                                         "hirest": _hirest}
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.score", description=__doc__.split("\n\n")[0])
     parser.add_argument("benchmark", nargs="?", default="spacewalk18", choices=sorted(BENCHMARKS),
                         help="which benchmark's official scoring (default: spacewalk18)")
-    parser.add_argument("--root", type=Path, required=True, help="dataset root in the official layout")
-    parser.add_argument("--split", default="test", help="split to score (default: test)")
+    parser.add_argument("--root", type=Path, help="dataset root in the official layout (required for spacewalk18)")
+    parser.add_argument("--split", help="split to score (default: test)")
     parser.add_argument("--predictions", type=Path, required=True, help="prediction file in the official format")
-    parser.add_argument("--task", choices=TASKS, default="step_recognition")
+    parser.add_argument("--task", choices=TASKS + HIREST_TASKS,
+                        help="spacewalk18: default step_recognition; hirest: required")
     parser.add_argument("--undefined", choices=("exclude", "error"), default="exclude",
-                        help="a class with no positive sample (AP) or neither GT nor prediction (IoU), where "
-                             "the authors' code divides by zero: leave it out of the mean, or fail")
+                        help="spacewalk18: a class with no positive sample (AP) or neither GT nor prediction "
+                             "(IoU), where the authors' code divides by zero: leave it out of the mean, or fail")
+    parser.add_argument("--gt", type=Path, help="hirest: the GT file the official evaluate.py reads for the task "
+                                                "(default: the --split one under --root)")
+    parser.add_argument("--categories", type=Path,
+                        help="hirest: categories.json (default: data/evaluation/categories.json under --root)")
+    parser.add_argument("--no-preprocess", action="store_true",
+                        help="hirest moment_segmentation: score the segments as given, without the official "
+                             "clipping/completion to the GT moment (--preprocess_moment_bounds, on by default)")
+    parser.add_argument("--nms-order", choices=("introsort", "identity"), default="introsort",
+                        help="hirest moment_segmentation: the order in which the official post-processing's NMS "
+                             "visits segments, which depends on numpy: introsort (the authors' numpy 1.2x; "
+                             "default) or identity (numpy 2.4 on CPUs with AVX2 or AVX-512, for one)")
+    parser.add_argument("--frame-dir", type=Path,
+                        help="hirest step_captioning: <dir>/<video>/*.jpg frames at 1 fps for CLIPScore")
     parser.add_argument("--output", type=Path, help="also write the metrics to this JSON file")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from spacewalk.captioning_metrics import ScorerUnavailable
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
-        result = BENCHMARKS[args.benchmark](args.root, args.split, args.task, args.predictions, args.undefined)
+        result = BENCHMARKS[args.benchmark](args)
+    except UsageError as e:
+        parser.error(str(e))  # exits 2, like argparse's own checks
     except (DataError, ValueError) as e:
         # bad input, not a bug: the message names the file and the item, a traceback adds nothing
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except ScorerUnavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     text = json.dumps(result, indent=2)
     print(text)
     if args.output is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -99,3 +100,117 @@ def test_real_test_split_all_tasks(real_spacewalk18_root, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out == retrieval_accuracy(picks, retrieval)
     assert abs(out["Accuracy"] - 50) < 3
+
+
+# --------------------------------------------------------------------------------------------------
+# hirest
+
+
+def write_tiny_hirest(tmp_path):
+    """A split file, a step GT and categories, small enough to check by hand."""
+    split = {"make tea": {"a.mp4": {"relevant": True, "clip": True, "v_duration": 60, "bounds": [10, 20],
+                                    "steps": []}},
+             "fix bike": {"b.mp4": {"relevant": True, "clip": False, "v_duration": 60, "bounds": [0, 0],
+                                    "steps": []}}}
+    steps = {"a.mp4": {"bounds": [[10, 15], [15, 20]],
+                       "captions": [{"start": 10, "end": 15, "sentence": "Boil water"},
+                                    {"start": 15, "end": 20, "sentence": "Add the tea"}]}}
+    categories = {"prompt_to_cat": {"make tea": "Food", "fix bike": "Cars"},
+                  "video_to_cat": {"a.mp4": "Food", "b.mp4": "Cars"}}
+    paths = {}
+    for name, obj in (("split", split), ("steps", steps), ("categories", categories)):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(obj))
+    return paths
+
+
+def test_hirest_end_to_end(tmp_path):
+    from spacewalk.hirest_metrics import score_moment_segmentation
+
+    paths = write_tiny_hirest(tmp_path)
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps({"a.mp4": {"bounds": [[10, 14], [14, 17], [17, 20]]}}))
+    done = run_cli("hirest", "--task", "moment_segmentation", "--gt", paths["steps"], "--categories",
+                   paths["categories"], "--predictions", pred, "--output", tmp_path / "metrics.json")
+    assert done.returncode == 0, done.stderr
+    expected = json.loads(json.dumps(score_moment_segmentation(pred, paths["steps"], paths["categories"])))
+    assert json.loads(done.stdout) == expected == json.loads((tmp_path / "metrics.json").read_text())
+    # GT [10, 15], [15, 20]: [10, 14] has IoU 0.8 with the first, [17, 20] 0.6 with the second, [14, 17] < 0.5
+    assert expected["all"]["recall"] == {"0.5": 100.0, "0.7": 50.0}
+    assert expected["all"]["precision"] == {"0.5": 2 / 3 * 100, "0.7": 1 / 3 * 100}  # the authors' order
+
+
+def test_hirest_bad_predictions_exit_2(tmp_path):
+    paths = write_tiny_hirest(tmp_path)
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps({"make tea": {"a.mp4": {"bounds": [10]}}}))
+    done = run_cli("hirest", "--task", "moment_retrieval", "--gt", paths["split"], "--categories",
+                   paths["categories"], "--predictions", pred)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert str(pred) in done.stderr and "a.mp4" in done.stderr and "'bounds'" in done.stderr
+
+
+def test_hirest_argument_errors_exit_2(tmp_path, capsys):
+    paths = write_tiny_hirest(tmp_path)
+    common = ["--gt", str(paths["split"]), "--categories", str(paths["categories"]), "--predictions", "x.json"]
+    for argv in (["hirest", *common],                                        # no --task
+                 ["hirest", "--task", "video_retrieval", "--predictions", "x.json"],  # neither --root nor --gt
+                 ["hirest", "--task", "video_retrieval", "--split", "train", *common],
+                 ["spacewalk18", "--task", "video_retrieval", "--root", str(tmp_path), "--predictions", "x.json"],
+                 ["hirest", "--task", "intra_video_retrieval", *common]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2, argv
+    assert main(["hirest", "--task", "video_retrieval", "--root", str(tmp_path), "--predictions", "x.json"]) == 2
+    assert "not a HiREST root" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="java is not on PATH: captioning scores need it")
+def test_hirest_captioning_prints_clean_json(tmp_path, capsys):
+    paths = write_tiny_hirest(tmp_path)
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps({"a.mp4": {"captions": [{"sentence": "boil the water."}, {"sentence": "Add tea"}]}}))
+    assert main(["hirest", "--task", "step_captioning", "--gt", str(paths["steps"]), "--categories",
+                 str(paths["categories"]), "--predictions", str(pred)]) == 0
+    out = json.loads(capsys.readouterr().out)  # nothing but the JSON on stdout (pycocoevalcap prints)
+    assert out["all"]["Total"] == 1 and set(out["per_category"]) == {"Food"}
+    assert 0 < out["all"]["CIDEr"] and out["all"]["ROUGE_L"] < 100
+    assert "Entailment" in out["skipped"]
+
+
+def test_hirest_real_root(real_hirest_root, tmp_path, capsys):
+    root = str(real_hirest_root)
+    gt = json.loads((real_hirest_root / "data/splits/all_data_val.json").read_text())
+    pred = {q: {v: {"bounds": a["bounds"]} for v, a in videos.items() if a["clip"]} for q, videos in gt.items()}
+    (tmp_path / "mr.json").write_text(json.dumps(pred))
+    assert main(["hirest", "--task", "moment_retrieval", "--root", root, "--split", "val",
+                 "--predictions", str(tmp_path / "mr.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["all"] == {"total_videos": 193, "R@0.5": 100.0, "R@0.7": 100.0}
+    # the default split is test, whose moments are masked: refused, naming the file
+    assert main(["hirest", "--task", "moment_retrieval", "--root", root,
+                 "--predictions", str(tmp_path / "mr.json")]) == 2
+    assert "all_data_test.json" in capsys.readouterr().err
+    steps = json.loads((real_hirest_root / "data/evaluation/formatted_moment_evaluation_gt.json").read_text())
+    (tmp_path / "seg.json").write_text(json.dumps({v: {"bounds": e["bounds"]} for v, e in steps.items()}))
+    assert main(["hirest", "--task", "moment_segmentation", "--root", root, "--no-preprocess",
+                 "--predictions", str(tmp_path / "seg.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["all"]["total"] == 507
+    steps = json.loads((real_hirest_root / "data/val_testing/formated_moment_evaluation_gt.json").read_text())
+    (tmp_path / "seg.json").write_text(json.dumps({v: {"bounds": e["bounds"]} for v, e in steps.items()}))
+    assert main(["hirest", "--task", "moment_segmentation", "--root", root, "--split", "val", "--nms-order",
+                 "identity", "--predictions", str(tmp_path / "seg.json")]) == 0
+    # the authors' evaluate.py under numpy 2.4.6 on an AVX-512 CPU gives the same
+    assert json.loads(capsys.readouterr().out)["all"]["recall"] == {"0.5": 88.39662652162653,
+                                                                    "0.7": 82.03114015614014}
+
+
+@pytest.fixture
+def real_hirest_root():
+    from conftest import shared_data_dir
+
+    base = shared_data_dir()
+    if base is None or not (base / "hirest/data/splits").is_dir():
+        pytest.skip("real HiREST annotations not available: set SPACEWALK_SHARED_DATA to the folder holding "
+                    "hirest/ (CI sets it to ../shared/data)")
+    return base / "hirest"
