@@ -323,3 +323,41 @@ def released_features(data_dir: str | Path, query_features: str | Path | None = 
                           data_dir / ASR_FEATURES_DIR if asr.is_dir() else None,
                           query_features=query_features, query_encoder=query_encoder)
 
+
+
+def prepare_features(dataset, source: str = "extract", out_dir: str | Path | None = None,
+                     videos_dir: str | Path | None = None, asr_dir: str | Path | None = None,
+                     released_dir: str | Path | None = None, query_features: str | Path | None = None,
+                     video_encoder=None, text_encoder=None, fps: float = 1.0, frame_size: int | None = 224,
+                     backend: str = "decord", encoder_name: str = "encoder") -> HiRESTFeatures:
+    """The features a HiREST run reads, as `data.features` configures them.
+
+    source="extract": our own extraction of every video the annotations name (videos_dir defaults to
+    <root>/data/videos, subtitles to <root>/data/ASR) into out_dir (default <root>/features/<encoder_name>),
+    reused and resumed across runs.
+    source="released": the authors' files under released_dir (default <root>/data); queries from
+    `query_features` if given, else embedded by the video encoder's text tower, else by the text encoder.
+    """
+    root = Path(dataset.root)
+    queries = [q for split in ("train", "val", "test") for q in dataset.split(split)]
+    if source == "released":
+        query_encoder = None
+        if query_features is None:
+            tower = video_encoder.text_encoder() if video_encoder is not None else None
+            query_encoder = tower or text_encoder
+            if query_encoder is None:
+                raise ValueError("released features need query embeddings: data.features.query_features=<file> "
+                                 "or an encoder with a text side")
+        return released_features(released_dir or root / "data", query_features=query_features,
+                                 query_encoder=query_encoder)
+    if source != "extract":
+        raise ValueError(f"data.features.source must be 'extract' or 'released', got {source!r}")
+    if video_encoder is None or text_encoder is None:
+        raise ValueError("extracting HiREST features needs a video and a text encoder (e.g. encoder=thumbnail "
+                         "or encoder=clip_vit_b32); with the authors' files use data.features.source=released")
+    out_dir = Path(out_dir) if out_dir else root / "features" / encoder_name
+    asr = Path(asr_dir) if asr_dir else root / "data/ASR"
+    extract_features(dataset.videos(), queries, Path(videos_dir) if videos_dir else root / "data/videos", out_dir,
+                     video_encoder, text_encoder, asr_source_dir=asr if asr.is_dir() else None, fps=fps,
+                     frame_size=frame_size, backend=backend)
+    return extracted_features(out_dir)

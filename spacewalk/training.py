@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 RESOLVED_CONFIG = "config.resolved.yaml"
 
 
+def _is_hirest(cfg: DictConfig) -> bool:
+    return cfg.data.get("_target_") == "spacewalk.hirest.open_hirest"
+
+
 def build_datamodule(cfg: DictConfig):
     dataset = hydra.utils.instantiate(cfg.data)
     text = hydra.utils.instantiate(cfg.encoder.text) if cfg.encoder.get("text") and "text" in cfg.modalities else None
@@ -69,6 +73,10 @@ def draw_timelines(datamodule, output_dir: Path) -> None:
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
+    if _is_hirest(cfg):
+        from spacewalk.hirest_training import train_hirest
+
+        return train_hirest(cfg, hydra.utils.instantiate(cfg.data))
     pl.seed_everything(cfg.seed, workers=True)
     output_dir = Path(cfg.paths.output_dir)
     # the config with every interpolation resolved, so evaluate.py can rebuild this run outside it
@@ -121,6 +129,10 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, Any]:
     run_cfg = OmegaConf.load(run_cfg_file)
     with open_dict(run_cfg):
         run_cfg.paths.output_dir = cfg.paths.output_dir
+    if _is_hirest(run_cfg):
+        from spacewalk.hirest_training import evaluate_hirest_checkpoint
+
+        return evaluate_hirest_checkpoint(cfg, run_cfg, ckpt)
     output_dir = Path(cfg.paths.output_dir)
     datamodule = build_datamodule(run_cfg)
     model = build_model(run_cfg, datamodule.feature_dim, str(output_dir))

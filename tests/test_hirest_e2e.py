@@ -1,0 +1,107 @@
+"""HiREST end to end through train.py / evaluate.py on a tiny synthetic HiREST (real MiniLM, offline)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+TINY_DATA = ["+data.options.n_train=6", "+data.options.n_val=3", "+data.options.n_test=3",
+             "+data.options.n_distractors=3", "+data.options.seconds=[20,30]"]
+TINY_MODEL = ["hirest_scale.embed_dim=32", "hirest_scale.hidden_dim=32", "hirest_scale.num_heads=2",
+              "hirest_scale.ffn_dim=64", "hirest_scale.max_epochs=2", "model.beam_size=1", "logger=csv"]
+
+
+def run(script: str, tmp_path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
+    data = [f"data.synthetic_root={tmp_path / 'synthetic_hirest'}", *TINY_DATA] if "ckpt_path" not in str(overrides) \
+        else []
+    result = subprocess.run([sys.executable, script, "data=hirest", *data, *overrides], cwd=REPO,
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def metrics(run_dir):
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def test_heuristic_segmentation_scores_officially(tmp_path):
+    run_dir = tmp_path / "eval"
+    run("evaluate.py", tmp_path, "model=hirest_heuristics", "split=val", "model.video_retrieval=null",
+        "model.moment_retrieval=null", f"hydra.run.dir={run_dir}")
+    m = metrics(run_dir)
+    seg = m["moment_segmentation"]["all"]
+    assert m["split"] == "val" and 0 <= seg["recall"]["0.5"] <= 100 and 0 <= seg["precision"]["0.7"] <= 100
+    predictions = json.loads((run_dir / "predictions_moment_segmentation.json").read_text())
+    assert all(set(v) == {"bounds"} and all(len(b) == 2 for b in v["bounds"]) for v in predictions.values())
+
+
+def test_similarity_baselines_refuse_a_video_only_encoder(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "evaluate.py", "data=hirest", f"data.synthetic_root={tmp_path / 's'}",
+                             *TINY_DATA, "model=hirest_heuristics", "split=val", f"hydra.run.dir={tmp_path / 'r'}"],
+                            cwd=REPO, capture_output=True, text=True, env=env)
+    assert result.returncode != 0 and "image-text model" in result.stderr
+
+
+def test_joint_model_trains_predicts_scores_and_evaluate_reproduces(tmp_path):
+    run_dir = tmp_path / "run"
+    run("train.py", tmp_path, "model=hirest_joint", f"hydra.run.dir={run_dir}", *TINY_MODEL)
+    m = metrics(run_dir)
+    assert m["best_val_loss"] is not None
+    assert set(m["val"]) == {"moment_retrieval", "moment_segmentation", "step_captioning"}
+    assert set(m["test"]) == {"moment_segmentation", "step_captioning"}  # the test split hides its moments
+    assert 0 <= m["val"]["moment_retrieval"]["all"]["R@0.5"] <= 100
+    for split in ("val", "test"):
+        for task in ("moment_retrieval", "moment_segmentation", "step_captioning"):
+            assert (run_dir / split / f"predictions_{task}.json").is_file()
+    caps = json.loads((run_dir / "val/predictions_step_captioning.json").read_text())
+    assert all(isinstance(c["sentence"], str) for v in caps.values() for c in v["captions"])
+
+    best = next((run_dir / "checkpoints").glob("epoch*.ckpt"))
+    again = tmp_path / "again"
+    run("evaluate.py", tmp_path, f"ckpt_path={best}", f"hydra.run.dir={again}")
+    m2 = metrics(again)
+    assert m2["val"] == m["val"] and m2["test"] == m["test"]
+
+
+def test_joint_model_trains_on_released_features_without_video(tmp_path):
+    """Files in the authors' released layout (fabricated here) are all a run needs: the videos are gone."""
+    from spacewalk.hirest import open_hirest
+    from spacewalk.hirest_features import ASR_FEATURES_DIR, read_srt
+
+    root = tmp_path / "synthetic_hirest"
+    opts = {k.split(".")[-1].split("=")[0]: json.loads(k.split("=")[1]) for k in TINY_DATA}
+    dataset = open_hirest(synthetic_root=root, options=opts)
+    data = root / "data"
+    rng = np.random.default_rng(0)
+    (data / "eva_clip_features").mkdir()
+    (data / ASR_FEATURES_DIR).mkdir()
+    for video in dataset.videos():
+        torch.save(torch.from_numpy(rng.standard_normal((25, 1024)).astype(np.float32)),
+                   data / "eva_clip_features" / f"{video}.pt")
+    for srt in (data / "ASR").glob("*.srt"):
+        torch.save(torch.from_numpy(rng.standard_normal((len(read_srt(srt)), 384)).astype(np.float32)),
+                   data / ASR_FEATURES_DIR / f"{srt.stem}.pt")
+    queries = [q for s in ("train", "val", "test") for q in dataset.split(s)]
+    torch.save({q: torch.from_numpy(rng.standard_normal(1024).astype(np.float32)) for q in queries},
+               tmp_path / "queries.pt")
+    shutil.rmtree(data / "videos")
+    run_dir = tmp_path / "run"
+    run("train.py", tmp_path, "model=hirest_joint", "features.source=released",
+        f"features.query_features={tmp_path / 'queries.pt'}", f"hydra.run.dir={run_dir}", *TINY_MODEL)
+    m = metrics(run_dir)
+    assert set(m["val"]) == {"moment_retrieval", "moment_segmentation", "step_captioning"}
+    hparams = torch.load(next((run_dir / "checkpoints").glob("epoch*.ckpt")), weights_only=True)["hyper_parameters"]
+    assert (hparams["video_dim"], hparams["query_dim"], hparams["asr_dim"]) == (1024, 1024, 384)
