@@ -136,10 +136,10 @@ def download_features(name: str, root: Path) -> list[Path]:
 
 
 def download_videos(name: str, root: Path, ids: list[str] | None = None, ytdlp: str = "yt-dlp") -> list[Path]:
-    """Download videos with yt-dlp (720p mp4) to <root>/data/videos/<id>.mp4 (HiREST: <root>/videos/)."""
+    """Download videos with yt-dlp (720p mp4) to <root>/data/videos/<id>.mp4."""
     release = RELEASES[name]
     urls = hirest_videos(root) if name == "hirest" else release.videos
-    folder = root / ("videos" if name == "hirest" else "data/videos")
+    folder = root / "data/videos"
     exe = shutil.which(ytdlp)
     if exe is None:
         raise RuntimeError(f"{ytdlp!r} not found on PATH: `pip install yt-dlp` to download the videos")
