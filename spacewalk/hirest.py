@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from spacewalk.errors import DataError
 from spacewalk.fields import as_dict, as_list, flag, get, integer, number
@@ -90,8 +90,22 @@ class MomentGT:
 
 @dataclass(frozen=True)
 class Categories:
-    prompt_to_cat: dict[str, str]
-    video_to_cat: dict[str, str]
+    """`categories.json`: query -> category and video -> category (14 categories)."""
+
+    prompt_to_cat: Mapping[str, str]
+    video_to_cat: Mapping[str, str]
+    file: str = "<categories>"
+
+    def of_prompt(self, prompt: str) -> str:
+        return self._lookup(self.prompt_to_cat, "prompt_to_cat", prompt)
+
+    def of_video(self, video: str) -> str:
+        return self._lookup(self.video_to_cat, "video_to_cat", video)
+
+    def _lookup(self, table: Mapping[str, str], field: str, key: str) -> str:
+        if key not in table:
+            raise DataError("has no category for it", file=self.file, item=key, field=field)
+        return table[key]
 
 
 def video_id(video: str) -> str:
@@ -225,7 +239,7 @@ def load_categories(path: str | Path) -> Categories:
             if not isinstance(cat, str):
                 raise DataError(f"expected a category name, got {cat!r}", file=path, item=name, field=key)
         maps[key] = dict(table)
-    return Categories(**maps)
+    return Categories(maps["prompt_to_cat"], maps["video_to_cat"], str(path))
 
 
 # --------------------------------------------------------------------------------------------------

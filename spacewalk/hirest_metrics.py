@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from spacewalk.errors import DataError
+from spacewalk.hirest import Categories
 from spacewalk.io import load_json
 
 RETRIEVAL_KS = (1, 5, 10, 50)
@@ -60,26 +61,6 @@ Source = str | Path | Mapping[str, Any]
 
 # --------------------------------------------------------------------------------------------------
 # categories
-
-
-@dataclass(frozen=True)
-class Categories:
-    """`categories.json`: query -> category and video -> category (14 categories)."""
-
-    prompt_to_cat: Mapping[str, str]
-    video_to_cat: Mapping[str, str]
-    file: str = "<categories>"
-
-    def of_prompt(self, prompt: str) -> str:
-        return self._lookup(self.prompt_to_cat, "prompt_to_cat", prompt)
-
-    def of_video(self, video: str) -> str:
-        return self._lookup(self.video_to_cat, "video_to_cat", video)
-
-    def _lookup(self, table: Mapping[str, str], field: str, key: str) -> str:
-        if key not in table:
-            raise DataError("has no category for it", file=self.file, item=key, field=field)
-        return table[key]
 
 
 def load_categories(source: str | Path | Mapping[str, Any] | Categories) -> Categories:
