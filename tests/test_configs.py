@@ -7,7 +7,7 @@ from pathlib import Path
 import hydra
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 
 from conftest import REPO
 
@@ -21,7 +21,26 @@ def compose_train(*overrides: str):
         return compose(config_name="train", overrides=list(overrides), return_hydra_config=True)
 
 
-@pytest.mark.parametrize("model", [m for m in MODELS if m not in ("random", "plan_prior")])
+
+
+def model_target(name: str) -> str | None:
+    """The _target_ of conf/model/<name>.yaml, following its defaults list to the config it extends."""
+    cfg = OmegaConf.load(REPO / "conf/model" / f"{name}.yaml")
+    if "_target_" in cfg:
+        return cfg._target_
+    parents = [d for d in cfg.get("defaults", []) if isinstance(d, str) and d != "_self_"]
+    return model_target(parents[0]) if parents else None
+
+
+# the step-recognition recipes (conf/model also holds the baselines and other benchmarks' models)
+RECIPES = [m for m in MODELS if model_target(m) == "models.step_recognition.StepRecognitionModule"]
+
+
+def test_the_recipes_are_found():
+    assert {"zero_shot", "zero_shot_paper", "last_layer", "lfb_avg", "lfb_cat", "lfb_nl", "lfb_tf"} <= set(RECIPES)
+
+
+@pytest.mark.parametrize("model", RECIPES)
 def test_every_recipe_builds(model):
     cfg = compose_train(f"model={model}")
     with open_dict(cfg.model):
@@ -36,6 +55,17 @@ def test_paper_hyper_parameters():
     assert (lfb_cat.optimizer.lr, lfb_cat.batch_size) == (1e-4, 2048)
     assert (lfb_tf.optimizer.lr, lfb_tf.batch_size) == (1e-4, 512)
     assert compose_train().trainer.max_epochs == 20
+
+
+def test_zero_shot_choices_reach_the_datamodule_and_the_paper_variant_keeps_the_paper():
+    chosen, paper, trained = (compose_train(f"model={m}") for m in ("zero_shot", "zero_shot_paper", "lfb_avg"))
+    assert (chosen.datamodule.text_pool, chosen.datamodule.empty_text, chosen.model.irrelevant) == \
+        ("duration", "widen", "threshold")
+    assert (paper.datamodule.text_pool, paper.datamodule.empty_text, paper.model.irrelevant) == \
+        ("mean", "zero", "argmax")
+    assert (paper.model.normalize, paper.model.temperature) == (False, 1.0)
+    # recipes that say nothing keep the data config's defaults
+    assert (trained.datamodule.text_pool, trained.datamodule.empty_text) == ("mean", "zero")
 
 
 @pytest.mark.parametrize("context", CONTEXTS)
@@ -54,3 +84,34 @@ def test_optuna_search_composes():
 def test_ddp_trainer():
     cfg = compose_train("trainer=ddp", "trainer.devices=8", "trainer.num_nodes=2")
     assert (cfg.trainer.strategy, cfg.trainer.devices, cfg.trainer.num_nodes) == ("ddp", 8, 2)
+
+
+def compose_evaluate(*overrides: str):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose(config_name="evaluate", overrides=list(overrides), return_hydra_config=True)
+
+
+def test_hirest_joint_composes_with_the_synthetic_scale_and_the_paper_sizes():
+    synthetic = compose_train("data=hirest", "model=hirest_joint")
+    assert synthetic.hydra.runtime.choices.encoder == "thumbnail"  # data=hirest picks its encoder
+    assert synthetic.datamodule._target_ == "datamodules.hirest.HiRESTDataModule"
+    assert (synthetic.model.hidden_dim, synthetic.model.lr, synthetic.trainer.max_epochs) == (256, 3e-4, 20)
+    assert synthetic.trainer.gradient_clip_val == 5.0 and synthetic.trainer.use_distributed_sampler is False
+    release = compose_train("data=hirest_release", "data.root=/x", "model=hirest_joint")
+    assert (release.model.hidden_dim, release.model.num_heads, release.model.ffn_dim) == (768, 12, 3072)
+    assert (release.model.lr, release.trainer.max_epochs, release.model.batch_size) == (1e-5, 50, 5)
+    assert release.features.source == "released"
+    with open_dict(synthetic.model):
+        synthetic.model.video_dim, synthetic.model.query_dim, synthetic.model.asr_dim = 12, 8, 384
+        synthetic.model.hidden_dim, synthetic.model.embed_dim, synthetic.model.ffn_dim = 16, 16, 32
+    module = hydra.utils.instantiate(synthetic.model)
+    assert module.hparams.video_dim == 12
+    # the Spacewalk-18 recipes are untouched by the HiREST groups
+    assert compose_train().datamodule._target_ == "datamodules.step_recognition.StepRecognitionDataModule"
+
+
+def test_hirest_heuristics_compose_and_build():
+    cfg = compose_evaluate("data=hirest", "model=hirest_heuristics", "split=val")
+    baselines = {task: hydra.utils.instantiate(node) for task, node in cfg.model.items()}
+    assert baselines["moment_retrieval"].threshold == 0.10 and baselines["video_retrieval"].num_frames == 20
+    assert baselines["moment_segmentation"].num_frames == 32
