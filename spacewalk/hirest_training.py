@@ -89,7 +89,7 @@ def predict_and_score(trainer: pl.Trainer, model, datamodule, dataset: HiREST, c
         for split in ("val", "test"):
             results[split] = score_split(dataset, split, output_dir / split, inference)
             for task, metrics in results[split].items():
-                log.info("%s %s: %s", split, task, metrics.get("skipped") or _overall(metrics))
+                log.info("%s %s: %s", split, task, _overall(metrics) if "all" in metrics else metrics["skipped"])
     return results
 
 
