@@ -11,10 +11,21 @@ Feature layout (the same for the clip, the cells and the steps, so zero-shot is 
   modalities text        clip [t, t]     steps [F_t(T^a), F_t(C^a)]
   modalities video+text  clip [v, t, t]  steps [F_v(V^a), F_t(T^a), F_t(C^a)]
 v is the mean of the window's cell video features (1 fps, dense); t is the window transcript feature:
-the normalised mean of the embeddings of the window's sentences (strict-overlap rule of BENCHMARKS 1.3).
-The paper encodes the joined window text instead; a sentence encoder truncates long input (MiniLM: 256
-word pieces, about 1.5 min of speech), so the mean keeps every sentence of a 20-minute window. Within a
-cell the text block is the embedding of that cell's joined sentences.
+the normalised weighted mean of the embeddings of the window's sentences (strict-overlap rule of
+BENCHMARKS 1.3). The paper encodes the joined window text instead; a sentence encoder truncates long
+input (MiniLM: 256 word pieces, about 1.5 min of speech), so the mean keeps every sentence of a
+20-minute window. Within a cell the text block is the embedding of that cell's joined sentences.
+
+How t pools the sentences (`text_pool`, the paper is silent since it encodes the joined text):
+- "mean": every sentence of the window counts once;
+- "duration": each sentence weighted by its seconds inside the window, so a one-word "Copy." weighs
+  less than a long instruction, and a sentence that only grazes the window weighs little. A window
+  whose sentences all have zero seconds inside falls back to counting each once.
+A window without speech (`empty_text`):
+- "zero": t = 0 (the paper's empty transcript; every text score is then 0);
+- "nearest": t = the embedding of the sentence nearest in time to the sample;
+- "widen": the window is doubled around the sample (clipped to the recording) until it holds speech.
+The LFB cells always keep their own text (a silent cell is zero), whatever these say.
 """
 
 from __future__ import annotations
@@ -36,11 +47,56 @@ from spacewalk.spacewalk18 import Recording, Spacewalk18, StepSample
 log = logging.getLogger(__name__)
 
 MODALITIES = ("video", "text", "video+text")
+TEXT_POOLS = ("mean", "duration")
+EMPTY_TEXTS = ("zero", "nearest", "widen")
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
     return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+
+
+def window_text_features(sentences: np.ndarray, starts: np.ndarray, ends: np.ndarray, t: np.ndarray,
+                         context_seconds: float, duration: float, pool: str = "mean",
+                         empty: str = "zero") -> np.ndarray:
+    """The window transcript feature t [N, Dt] of samples at times `t` (see the module docstring).
+
+    sentences [S, Dt] are the sentence embeddings, starts/ends [S] their times in seconds.
+    """
+    if pool not in TEXT_POOLS:
+        raise ValueError(f"text_pool must be one of {TEXT_POOLS}, got {pool!r}")
+    if empty not in EMPTY_TEXTS:
+        raise ValueError(f"empty_text must be one of {EMPTY_TEXTS}, got {empty!r}")
+    sentences = np.asarray(sentences, dtype=np.float32)
+    starts, ends, t = (np.asarray(x, dtype=np.float64) for x in (starts, ends, t))
+
+    def pooled(rows: np.ndarray, w: float) -> tuple[np.ndarray, np.ndarray]:
+        start = np.maximum(t[rows] - w / 2, 0.0)[:, None]
+        end = np.minimum(t[rows] + w / 2, duration)[:, None]
+        overlap = (starts[None, :] < end) & (ends[None, :] > start)
+        weight = overlap.astype(np.float32)
+        if pool == "duration":
+            seconds = np.clip(np.minimum(ends[None, :], end) - np.maximum(starts[None, :], start), 0.0, None)
+            seconds = (seconds * overlap).astype(np.float32)
+            # only zero-length sentences inside: count each once rather than lose the window's speech
+            weight = np.where(seconds.sum(axis=1, keepdims=True) > 0, seconds, weight)
+        return weight @ sentences, overlap.any(axis=1)
+
+    out, has_speech = pooled(np.arange(len(t)), context_seconds)
+    if len(starts) and not has_speech.all():
+        if empty == "nearest":
+            rows = np.flatnonzero(~has_speech)
+            distance = np.maximum(np.maximum(starts[None, :] - t[rows, None], t[rows, None] - ends[None, :]), 0.0)
+            out[rows] = sentences[distance.argmin(axis=1)]
+        elif empty == "widen":
+            w = context_seconds
+            while not has_speech.all() and w < 2 * duration:
+                w *= 2
+                rows = np.flatnonzero(~has_speech)
+                features, found = pooled(rows, w)
+                out[rows[found]] = features[found]
+                has_speech[rows[found]] = True
+    return _normalise(out)
 
 
 @dataclass
@@ -71,10 +127,14 @@ class StepRecognitionDataModule(pl.LightningDataModule):
     def __init__(self, dataset: Spacewalk18, bank_dir: str | Path, text_encoder=None, video_encoder=None,
                  bank_config: BankConfig | dict | None = None, context_seconds: float = 300.0,
                  modalities: str = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
-                 num_workers: int = 0):
+                 num_workers: int = 0, text_pool: str = "mean", empty_text: str = "zero"):
         super().__init__()
         if modalities not in MODALITIES:
             raise ValueError(f"modalities must be one of {MODALITIES}, got {modalities!r}")
+        if text_pool not in TEXT_POOLS:
+            raise ValueError(f"text_pool must be one of {TEXT_POOLS}, got {text_pool!r}")
+        if empty_text not in EMPTY_TEXTS:
+            raise ValueError(f"empty_text must be one of {EMPTY_TEXTS}, got {empty_text!r}")
         if "video" in modalities and video_encoder is None:
             raise ValueError(f"modalities={modalities!r} needs a video encoder (choose an encoder= config with one)")
         if "text" in modalities and text_encoder is None:
@@ -82,6 +142,7 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         self.dataset = dataset
         self.context_seconds = float(context_seconds)
         self.modalities = modalities
+        self.text_pool, self.empty_text = text_pool, empty_text
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
         self.num_workers = num_workers
@@ -149,9 +210,9 @@ class StepRecognitionDataModule(pl.LightningDataModule):
                 window_video = _normalise(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None])
                                           .astype(np.float32))
             if "text" in self.modalities:
-                sent = np.asarray(bank.sentence_text, dtype=np.float32)
-                overlap = (bank.sentence_start[None, :] < end[:, None]) & (bank.sentence_end[None, :] > start[:, None])
-                window_text = _normalise(overlap.astype(np.float32) @ sent)
+                window_text = window_text_features(bank.sentence_text, bank.sentence_start, bank.sentence_end, t,
+                                                   self.context_seconds, rec.duration, self.text_pool,
+                                                   self.empty_text)
             cols["clip"].append(self._layout(window_video, window_text, window_text))
             cols["recording"].append(np.full(len(ss), r))
             cols["sample_id"].append(np.array([s.id for s in ss]))

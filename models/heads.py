@@ -21,22 +21,27 @@ Choices the paper leaves open:
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 Batch = dict[str, torch.Tensor]
 
 
-def _g(in_features: int, dim: int, identity_block: int | None, identity_init: bool) -> nn.Linear:
-    """G_theta; with identity_init, input block `identity_block` (of width dim) maps through unchanged."""
+def _g(in_features: int, dim: int, identity_block: int | Sequence[int] | None, identity_init: bool) -> nn.Linear:
+    """G_theta; with identity_init, input block(s) `identity_block` (of width dim) map through unchanged
+    (several blocks: G starts as their sum) and the rest starts at zero."""
     g = nn.Linear(in_features, dim)
     if identity_init and identity_block is not None:
+        blocks = [identity_block] if isinstance(identity_block, int) else list(identity_block)
         with torch.no_grad():
             g.weight.zero_()
             g.bias.zero_()
-            start = identity_block * dim
-            g.weight[:, start:start + dim] = torch.eye(dim)
+            for block in blocks:
+                start = block * dim
+                g.weight[:, start:start + dim] = torch.eye(dim)
     return g
 
 
@@ -109,16 +114,29 @@ class LFBAvg(nn.Module):
         return self.g(self.aggregate(batch))
 
 
+CAT_IDENTITY = {"query": (1,), "all": (0, 1, 2)}
+
+
 class LFBCat(nn.Module):
     """LFB Cat: G([mean(history), query cell, mean(future)]).
 
     A query at a window's edge (a recording's first or last seconds, or w shorter than 3 cells) has no
-    history or no future: that mean is zeros, which with identity_init is also what G ignores at init.
+    history or no future: that mean is zeros.
+
+    With identity_init, `identity_on` says where G starts: "query" (the query cell alone, zero on the
+    means: LFB Cat starts as zero-shot on one k-second cell) or "all" (identity on every block: G starts
+    as mean(history) + query cell + mean(future), a summary of the whole window like LFB Avg's).
+    `normalize_blocks` L2-normalises each of the three blocks before G (a mean over many cells is
+    shorter than one cell; a zero block stays zero).
     """
 
-    def __init__(self, dim: int, identity_init: bool = True):
+    def __init__(self, dim: int, identity_init: bool = True, identity_on: str = "query",
+                 normalize_blocks: bool = False):
         super().__init__()
-        self.g = _g(3 * dim, dim, 1, identity_init)
+        if identity_on not in CAT_IDENTITY:
+            raise ValueError(f"identity_on must be one of {tuple(CAT_IDENTITY)}, got {identity_on!r}")
+        self.g = _g(3 * dim, dim, CAT_IDENTITY[identity_on], identity_init)
+        self.normalize_blocks = normalize_blocks
 
     def aggregate(self, batch: Batch) -> torch.Tensor:
         cells, mask = real_cells(batch)
@@ -126,7 +144,10 @@ class LFBCat(nn.Module):
         position = torch.arange(cells.shape[1], device=cells.device)[None, :]
         history = mask & (position < query_pos[:, None])
         future = mask & (position > query_pos[:, None])
-        return torch.cat([masked_mean(cells, history), query_cell(cells, query_pos), masked_mean(cells, future)], -1)
+        blocks = [masked_mean(cells, history), query_cell(cells, query_pos), masked_mean(cells, future)]
+        if self.normalize_blocks:
+            blocks = [F.normalize(b, dim=-1) for b in blocks]
+        return torch.cat(blocks, -1)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return self.g(self.aggregate(batch))

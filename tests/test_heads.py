@@ -92,6 +92,24 @@ def test_cat_means_history_and_future_with_zeros_at_the_edges():
     torch.testing.assert_close(f[1, 2 * D:], torch.zeros(D))  # no future (cell 3 is padding)
 
 
+def test_cat_identity_on_all_blocks_starts_at_the_sum_of_the_blocks():
+    batch = make_batch([5, 3, 1], [2, 0, 0])
+    head = LFBCat(D, identity_on="all")
+    f = head.aggregate(batch)
+    torch.testing.assert_close(head(batch), f[:, :D] + f[:, D:2 * D] + f[:, 2 * D:])
+    with pytest.raises(ValueError, match="identity_on"):
+        LFBCat(D, identity_on="history")
+
+
+def test_cat_normalize_blocks_gives_unit_blocks_and_keeps_empty_ones_zero():
+    batch = make_batch([4, 3], [0, 2], m=4)
+    f = LFBCat(D, normalize_blocks=True).aggregate(batch)
+    norms = f.reshape(2, 3, D).norm(dim=-1)
+    torch.testing.assert_close(norms, torch.tensor([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0]]))
+    raw = LFBCat(D).aggregate(batch)
+    torch.testing.assert_close(f[1, :D], raw[1, :D] / raw[1, :D].norm())
+
+
 def test_non_local_blocks_start_as_the_identity_on_the_query_path():
     head = LFBNonLocal(D, width=32).train()  # dropout on: the zero-initialised output makes it moot
     batch = make_batch([5, 3, 1], [2, 0, 0])

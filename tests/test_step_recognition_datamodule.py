@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from datamodules.step_recognition import StepRecognitionDataModule
+from datamodules.step_recognition import StepRecognitionDataModule, window_text_features
 from spacewalk.feature_bank import BankConfig
 from spacewalk.spacewalk18 import Spacewalk18
 from spacewalk.synthetic import ensure_dataset
@@ -84,3 +84,54 @@ def test_video_and_text_layout(dataset, tmp_path):
 def test_video_modality_needs_a_video_encoder(dataset, tmp_path):
     with pytest.raises(ValueError, match="needs a video encoder"):
         StepRecognitionDataModule(dataset, tmp_path, text_encoder=FakeText(), modalities="video")
+
+
+# three sentences: [0, 10) "a", [10, 12) "b", [40, 41) "c"; unit vectors along axes 0, 1, 2
+SENTENCES = np.eye(3, dtype=np.float32)
+STARTS, ENDS = np.array([0.0, 10.0, 40.0]), np.array([10.0, 12.0, 41.0])
+
+
+def features(t, w, pool="mean", empty="zero", duration=100.0):
+    return window_text_features(SENTENCES, STARTS, ENDS, np.array(t, dtype=float), w, duration, pool, empty)
+
+
+def test_window_text_mean_counts_each_sentence_once_and_duration_weighs_seconds_inside():
+    # window [2, 12): 8 s of "a", 2 s of "b"
+    np.testing.assert_allclose(features([7.0], 10.0)[0], normalise(np.array([1.0, 1.0, 0.0])), atol=1e-6)
+    np.testing.assert_allclose(features([7.0], 10.0, "duration")[0], normalise(np.array([8.0, 2.0, 0.0])),
+                               atol=1e-6)
+    # window [-10, 10) is clipped to [0, 10); "b" starts at its end: strict overlap leaves it out
+    np.testing.assert_allclose(features([0.0], 20.0, "duration")[0], [1.0, 0.0, 0.0], atol=1e-6)
+
+
+def test_window_text_duration_falls_back_to_counting_zero_length_sentences():
+    starts, ends = np.array([5.0, 5.0]), np.array([5.0, 5.0])  # zero-length, inside the window
+    out = window_text_features(SENTENCES[:2], starts, ends, np.array([5.0]), 4.0, 100.0, "duration")
+    np.testing.assert_allclose(out[0], normalise(np.array([1.0, 1.0, 0.0])), atol=1e-6)
+
+
+def test_window_text_without_speech_zero_nearest_or_widened():
+    # t = 30: [28, 32) is silent; the nearest sentence is "c" (10 s away) rather than "b" (18 s)
+    np.testing.assert_array_equal(features([30.0, 5.0], 4.0)[0], 0.0)
+    nearest = features([30.0, 5.0], 4.0, empty="nearest")
+    np.testing.assert_allclose(nearest[0], [0.0, 0.0, 1.0], atol=1e-6)
+    np.testing.assert_allclose(nearest[1], [1.0, 0.0, 0.0], atol=1e-6)  # had speech: unchanged
+    # widened 4 -> 8 -> 16 -> 32 s: [14, 46) holds "c" only; [22, 38) at 16 s is still silent
+    np.testing.assert_allclose(features([30.0], 4.0, "mean", "widen")[0], [0.0, 0.0, 1.0], atol=1e-6)
+    # 4 -> 8 s: [36, 44) holds "c"; clipped at the recording's end (42) it still does
+    np.testing.assert_allclose(features([38.0], 4.0, "mean", "widen", duration=42.0)[0], [0, 0, 1], atol=1e-6)
+    # a recording without any sentence stays zero
+    empty = window_text_features(np.zeros((0, 3), np.float32), np.zeros(0), np.zeros(0), np.array([5.0]), 4.0,
+                                 10.0, "duration", "widen")
+    np.testing.assert_array_equal(empty, 0.0)
+
+
+def test_window_text_options_reach_the_clip_feature(dataset, tmp_path):
+    plain = make(dataset, tmp_path / "bank", context=30.0)
+    weighted = make(dataset, tmp_path / "bank", context=30.0, text_pool="duration", empty_text="widen")
+    assert (weighted.text_pool, weighted.empty_text) == ("duration", "widen")
+    assert not np.allclose(plain.splits["test"].clip, weighted.splits["test"].clip)
+    with pytest.raises(ValueError, match="text_pool"):
+        StepRecognitionDataModule(dataset, tmp_path, text_encoder=FakeText(), text_pool="joined")
+    with pytest.raises(ValueError, match="empty_text"):
+        StepRecognitionDataModule(dataset, tmp_path, text_encoder=FakeText(), empty_text="skip")

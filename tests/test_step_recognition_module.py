@@ -355,3 +355,22 @@ def test_ddp_ranks_fit_the_same_tau_as_one_process(tmp_path):
     assert math.isfinite(expected["tau"])
     for rank in range(2):
         assert json.loads((tmp_path / f"rank{rank}.json").read_text()) == pytest.approx(expected)
+
+
+def test_zero_shot_with_a_threshold_fits_tau_on_val_without_training(tmp_path):
+    # the default zero_shot recipe: nothing to train, tau on the best raw step score, fitted by validate
+    data = ToyData(samples_per_video=30)
+    module = StepRecognitionModule(ZeroShot(), irrelevant="threshold", normalize=False, temperature=1.0,
+                                   output_dir=tmp_path, text_pool="duration", empty_text="widen")
+    assert module.configure_optimizers() is None
+    assert (module.hparams.text_pool, module.hparams.empty_text) == ("duration", "widen")
+    trainer().validate(module, datamodule=data)
+    tau = float(module.tau)
+    assert math.isfinite(tau)
+    trainer().test(module, datamodule=data)
+    recordings = {v: data.dataset.recordings[v] for v in data.video_ids["test"]}
+    read = read_step_predictions(tmp_path / "predictions.json", recordings, data.samples["test"])
+    for vi, v in enumerate(data.video_ids["test"]):
+        raw = np.stack([it[6] @ it[3] for it in data.items["test"] if it[0] == vi])
+        expected = np.where(raw[:, 1:].max(axis=1) >= tau, raw[:, 1:].argmax(axis=1) + 1, 0)
+        np.testing.assert_array_equal(read.predictions[v], expected)
