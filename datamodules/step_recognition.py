@@ -41,6 +41,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from datamodules.global_batches import GlobalBatchSampler, share
 from spacewalk.feature_bank import BankConfig, FeatureBank
 from spacewalk.spacewalk18 import Recording, Spacewalk18, StepSample
 
@@ -127,7 +128,7 @@ class StepRecognitionDataModule(pl.LightningDataModule):
     def __init__(self, dataset: Spacewalk18, bank_dir: str | Path, text_encoder=None, video_encoder=None,
                  bank_config: BankConfig | dict | None = None, context_seconds: float = 300.0,
                  modalities: str = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
-                 num_workers: int = 0, text_pool: str = "mean", empty_text: str = "zero"):
+                 num_workers: int = 0, text_pool: str = "mean", empty_text: str = "zero", seed: int = 0):
         super().__init__()
         if modalities not in MODALITIES:
             raise ValueError(f"modalities must be one of {MODALITIES}, got {modalities!r}")
@@ -146,6 +147,7 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
         self.num_workers = num_workers
+        self.seed = seed  # the training order of epoch e is a permutation drawn from (seed, e)
         config = bank_config if isinstance(bank_config, BankConfig) else BankConfig(**(bank_config or {}))
         self.bank = FeatureBank(bank_dir, dataset, text_encoder=text_encoder,
                                 video_encoder=video_encoder if "video" in modalities else None, config=config)
@@ -273,11 +275,29 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             "step_mask": torch.from_numpy(step_mask),
         }
 
+    def collate_share(self, split: str, rank: int, world_size: int, global_batch: Sequence[int]) -> dict[str, torch.Tensor]:
+        """This process's share of a global batch (datamodules/global_batches.py), plus "labelled_total",
+        the global batch's number of samples labelled 1..K, which weights the loss so that DDP's gradient
+        average is the global batch's mean. A padding share gets label 0 (Irrelevant: no loss)."""
+        global_batch = np.asarray(global_batch)
+        indices, padding = share(global_batch, rank, world_size)
+        batch = self.collate(split, indices)
+        if padding:
+            batch["label"] = torch.zeros_like(batch["label"])
+        batch["labelled_total"] = torch.tensor(int((self.splits[split].label[global_batch] > 0).sum()))
+        return batch
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
-        return DataLoader(_Indices(len(self.splits[split].label)),
-                          batch_size=self.batch_size if split == "train" else self.eval_batch_size,
-                          shuffle=shuffle, num_workers=self.num_workers,
-                          collate_fn=partial(self.collate, split),
+        trainer = self.trainer
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        if world > 1 and trainer._accelerator_connector.use_distributed_sampler:
+            raise ValueError("the step-recognition loader splits global batches across processes itself: "
+                             "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
+        n = len(self.splits[split].label)
+        sampler = GlobalBatchSampler(n, self.batch_size if split == "train" else self.eval_batch_size, shuffle,
+                                     self.seed)
+        return DataLoader(_Indices(n), batch_sampler=sampler, num_workers=self.num_workers,
+                          collate_fn=partial(self.collate_share, split, rank, world),
                           persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:

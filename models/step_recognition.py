@@ -102,11 +102,17 @@ class StepRecognitionModule(pl.LightningModule):
     # scoring and loss
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Logits [B, S] over the recording's classes 0..K; padded step rows are -inf."""
-        embedding, steps = self.head(batch), batch["steps"].to(batch["clip"].dtype)
-        if self.hparams.normalize:
-            embedding, steps = F.normalize(embedding, dim=-1), F.normalize(steps, dim=-1)
-        logits = torch.einsum("bd,bsd->bs", embedding, steps) / self.hparams.temperature
+        """Logits [B, S] over the recording's classes 0..K; padded step rows are -inf.
+
+        The head may run under mixed precision (trainer.precision=bf16-mixed); the scores are computed
+        in float32 regardless: bfloat16's 8-bit mantissa would tie many scores, and ties change the
+        argmax, tau and mAP."""
+        embedding = self.head(batch)
+        with torch.autocast(device_type=embedding.device.type, enabled=False):
+            embedding, steps = embedding.float(), batch["steps"].float()
+            if self.hparams.normalize:
+                embedding, steps = F.normalize(embedding, dim=-1), F.normalize(steps, dim=-1)
+            logits = torch.einsum("bd,bsd->bs", embedding, steps) / self.hparams.temperature
         return logits.masked_fill(~batch["step_mask"], -math.inf)
 
     @staticmethod
@@ -123,14 +129,18 @@ class StepRecognitionModule(pl.LightningModule):
         loss, n = self.step_loss(self(batch), batch["label"])
         if n:
             self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=n)
+        world = self.trainer.world_size if self._trainer is not None else 1
+        total = batch.get("labelled_total")
+        if world > 1 and total is not None and n:
+            # this process holds n of the global batch's `total` labelled samples; DDP averages the
+            # processes' gradients, so weighting its mean by n * world / total makes that average the
+            # gradient of the global batch's mean, as one process computes it (datamodules/global_batches.py)
+            loss = loss * (n * world / int(total))
         return loss
 
     def _eval_step(self, split: str, batch: dict[str, torch.Tensor]) -> None:
         logits = self(batch)
-        loss, n = self.step_loss(logits, batch["label"])
-        if n:
-            self.log(f"{split}/loss", loss, on_epoch=True, prog_bar=split == "val", sync_dist=True, batch_size=n)
-        # raw scores; the decision waits for the whole split (tau is fitted on all of val)
+        # raw scores; the loss and the decisions wait for the whole split (tau is fitted on all of val)
         self.metrics[split].update(batch["video_index"], batch["sample_id"], logits.argmax(dim=1), logits)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
@@ -188,12 +198,34 @@ class StepRecognitionModule(pl.LightningModule):
             reported[v] = np.concatenate([np.full((len(s), 1), finite_tau), s[:, 1:]], axis=1)
         return predictions, reported
 
+    @staticmethod
+    def split_loss(scores: Mapping[str, np.ndarray], samples: Mapping[str, Sequence[StepSample]]) -> float | None:
+        """The training loss (cross-entropy over steps 1..K, samples labelled 1..K) over a whole split, from
+        the gathered raw scores: every sample once, whatever the number of processes and batches, so that
+        checkpoint selection on val/loss is the same under DDP as in one process."""
+        total, count = 0.0, 0
+        for video_id, s in scores.items():
+            label = np.array([x.label for x in samples[video_id]])
+            labelled = label > 0
+            if not labelled.any():
+                continue
+            steps = s[labelled, 1:].astype(np.float64)
+            top = steps.max(axis=1)
+            log_z = top + np.log(np.exp(steps - top[:, None]).sum(axis=1))
+            total += float((log_z - steps[np.arange(len(steps)), label[labelled] - 1]).sum())
+            count += int(labelled.sum())
+        return total / count if count else None
+
     def _score_split(self, split: str) -> dict[str, Any] | None:
         gathered = self._gather(split)
         if gathered is None or not gathered[0]:
             return None
         scores, _ = gathered
         metric = self.metrics[split]
+        loss = self.split_loss(scores, metric.samples)
+        if loss is not None:
+            # identical on every process (gathered scores); sync_dist spares Lightning's warning
+            self.log(f"{split}/loss", loss, prog_bar=split == "val", sync_dist=True)
         threshold = self.hparams.irrelevant == "threshold"
         if split == "val" and threshold:
             self.fit_tau(scores, metric.samples)

@@ -135,3 +135,18 @@ def test_window_text_options_reach_the_clip_feature(dataset, tmp_path):
         StepRecognitionDataModule(dataset, tmp_path, text_encoder=FakeText(), text_pool="joined")
     with pytest.raises(ValueError, match="empty_text"):
         StepRecognitionDataModule(dataset, tmp_path, text_encoder=FakeText(), empty_text="skip")
+
+
+def test_each_process_collates_its_share_of_the_global_batch(dataset, tmp_path):
+    dm = make(dataset, tmp_path / "bank", batch_size=7)
+    label = dm.splits["train"].label
+    global_batch = list(range(10, 17))
+    whole = dm.collate_share("train", 0, 1, global_batch)
+    parts = [dm.collate_share("train", r, 2, global_batch) for r in range(2)]
+    assert [len(p["label"]) for p in parts] == [4, 3]
+    for key in ("sample_id", "label", "clip"):
+        np.testing.assert_array_equal(np.concatenate([p[key].numpy() for p in parts]), whole[key].numpy())
+    assert all(int(p["labelled_total"]) == int((label[10:17] > 0).sum()) for p in parts + [whole])
+    # a one-sample last batch: the second process gets a padding copy that carries no loss
+    pad = dm.collate_share("train", 1, 2, [int(np.flatnonzero(label > 0)[0])])
+    assert len(pad["label"]) == 1 and int(pad["label"][0]) == 0 and int(pad["labelled_total"]) == 1
