@@ -1,12 +1,15 @@
 """Prints the speed figures of the step-recognition recipes (no assertions: numbers to read and compare).
 
-    python benchmarks/step_recognition_speed.py [--root R] [--steps 20] [--video]
+    python benchmarks/step_recognition_speed.py [--root R] [--steps 20] [--video] [--precision bf16-mixed]
+        [--recipes last_layer,lfb_cat] [--contexts 5min] [--heads-only]
 
 1. bank build time per recording: text (MiniLM) on the real transcripts when --root is a Spacewalk-18
    release, else on the synthetic data; with --video also the video side on a synthetic recording
    (open_clip ViT-B-32 with random weights: the cost, not the quality).
 2. head training throughput (samples/s) of every recipe at w = 5 and 20 min, and each one's peak
-   memory (each measured in its own process: peak RSS on CPU, max allocated on CUDA).
+   memory (each measured in its own process: peak RSS on CPU, max allocated on CUDA) and the size of
+   one training batch (cells only for heads that read them, as train.py builds it). `--precision
+   bf16-mixed` runs the head and the loss under autocast as `+trainer.precision=bf16-mixed` does.
 3. the naive route, which encodes each sample's window transcript from scratch instead of slicing the
    bank, measured in the same run, and the ratio.
 Medians over repeated timings; the machine is shared, so compare figures from one run only.
@@ -68,21 +71,22 @@ def bank_build_times(dataset, scratch: Path, video: bool) -> None:
               f"({rec.duration / 60:.1f} min): {seconds:.1f} s = {seconds / (rec.duration / 3600):.0f} s per hour")
 
 
-def one_recipe(root: str | None, scratch: Path, recipe: str, context: float, steps: int) -> dict:
+def one_recipe(root: str | None, scratch: Path, recipe: str, context: float, steps: int, precision: str) -> dict:
     """Training throughput of one recipe, in this process (run as a subprocess for a clean peak memory)."""
     import hydra
     import torch
     from omegaconf import OmegaConf
 
     from datamodules.step_recognition import StepRecognitionDataModule
+    from models.heads import head_reads_cells
     from spacewalk.encoders import minilm_text_encoder
 
     dataset = dataset_for(root, scratch)
-    dm = StepRecognitionDataModule(dataset, scratch / "bank-text", text_encoder=minilm_text_encoder(),
-                                   context_seconds=context, modalities="text",
-                                   batch_size=OmegaConf.load(REPO / f"conf/model/{recipe}.yaml").batch_size)
-    dm.setup()
     cfg = OmegaConf.load(REPO / f"conf/model/{recipe}.yaml")
+    dm = StepRecognitionDataModule(dataset, scratch / "bank-text", text_encoder=minilm_text_encoder(),
+                                   context_seconds=context, modalities="text", batch_size=cfg.batch_size,
+                                   cells=head_reads_cells(hydra.utils.get_class(cfg.head._target_)))
+    dm.setup()
     cfg.head.dim = dm.feature_dim
     model = hydra.utils.instantiate(cfg)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -100,7 +104,9 @@ def one_recipe(root: str | None, scratch: Path, recipe: str, context: float, ste
             torch.cuda.synchronize()
         start = time.perf_counter()
         batch = {k: v.to(device) for k, v in batch.items()}
-        loss, _ = model.step_loss(model(batch), batch["label"])
+        # what Lightning's bf16-mixed does: forward and loss under autocast, backward and step outside
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+            loss, _ = model.step_loss(model(batch), batch["label"])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -113,12 +119,13 @@ def one_recipe(root: str | None, scratch: Path, recipe: str, context: float, ste
     for _ in range(5):
         idx = list(range(min(dm.batch_size, len(dm.splits["train"].label))))
         start = time.perf_counter()
-        dm.collate("train", idx)
+        one = dm.collate("train", idx)
         collate.append((time.perf_counter() - start) / len(idx))
+    batch_mib = sum(v.nbytes for v in one.values()) / 2**20
     per_sample = statistics.median(times) + statistics.median(collate)
     peak = (torch.cuda.max_memory_allocated() / 2**20 if device == "cuda"
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    return {"samples_per_s": 1 / per_sample, "peak_mib": peak, "device": device,
+    return {"samples_per_s": 1 / per_sample, "peak_mib": peak, "batch_mib": batch_mib, "device": device,
             "mean_cells": float(dm.splits["train"].num_cells.mean())}
 
 
@@ -151,38 +158,54 @@ def main() -> None:
     parser.add_argument("--video", action="store_true", help="also time a video bank build (slow on CPU)")
     parser.add_argument("--scratch", help="working folder (kept; default: a temporary one); a text bank already in "
                                           "SCRATCH/bank-text (e.g. a copy of data/feature_banks/<data>/minilm) is reused")
+    parser.add_argument("--precision", choices=("fp32", "bf16-mixed"), default="fp32",
+                        help="head training precision (bf16-mixed: autocast, as +trainer.precision=bf16-mixed)")
+    parser.add_argument("--recipes", default=",".join(RECIPES), help="comma-separated recipes to time")
+    parser.add_argument("--contexts", default=",".join(CONTEXTS), help=f"comma-separated, of {list(CONTEXTS)}")
+    parser.add_argument("--heads-only", action="store_true",
+                        help="only the head throughput (no bank build timing, no naive route)")
     parser.add_argument("--one", nargs=2, metavar=("RECIPE", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="spacewalk-bench-"))
     if args.one:
-        print(json.dumps(one_recipe(args.root, scratch, args.one[0], float(args.one[1]), args.steps)))
+        print(json.dumps(one_recipe(args.root, scratch, args.one[0], float(args.one[1]), args.steps,
+                                    args.precision)))
         return
+    recipes, contexts = args.recipes.split(","), args.contexts.split(",")
+    unknown = [r for r in recipes if r not in RECIPES] + [c for c in contexts if c not in CONTEXTS]
+    if unknown:
+        parser.error(f"unknown recipes or contexts {unknown}: recipes are {RECIPES}, contexts {list(CONTEXTS)}")
 
     dataset = dataset_for(args.root, scratch)
-    print(f"data: {args.root or 'synthetic'}; scratch: {scratch}")
-    bank_build_times(dataset, scratch, args.video)
+    print(f"data: {args.root or 'synthetic'}; scratch: {scratch}; precision: {args.precision}")
+    if not args.heads_only:
+        bank_build_times(dataset, scratch, args.video)
     # the bank of every training recording, once, before the per-recipe processes reuse it
     from spacewalk.encoders import minilm_text_encoder
     from spacewalk.feature_bank import FeatureBank
 
     FeatureBank(scratch / "bank-text", dataset, minilm_text_encoder()).build(dataset.splits["train"], progress=False)
 
-    print(f"\n{'recipe':<11} {'w':>6} {'cells':>6} {'samples/s':>10} {'peak MiB':>9}  (text only, MiniLM 2 x 384-d)")
+    print(f"\n{'recipe':<11} {'w':>6} {'cells':>6} {'samples/s':>10} {'peak MiB':>9} {'batch MiB':>10}"
+          "  (text only, MiniLM 2 x 384-d)")
     bank_rate = {}
-    for context_name, seconds in CONTEXTS.items():
-        for recipe in RECIPES:
+    for context_name in contexts:
+        seconds = CONTEXTS[context_name]
+        for recipe in recipes:
             cmd = [sys.executable, __file__, "--one", recipe, str(seconds), "--steps", str(args.steps),
-                   "--scratch", str(scratch)] + (["--root", args.root] if args.root else [])
+                   "--precision", args.precision, "--scratch", str(scratch)] + (["--root", args.root] if args.root else [])
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             r = json.loads(out)
             bank_rate[(recipe, context_name)] = r["samples_per_s"]
             print(f"{recipe:<11} {context_name:>6} {r['mean_cells']:>6.1f} {r['samples_per_s']:>10.0f} "
-                  f"{r['peak_mib']:>9.0f}  ({r['device']})")
+                  f"{r['peak_mib']:>9.0f} {r['batch_mib']:>10.1f}  ({r['device']})")
+    if args.heads_only:
+        return
     print("\nnaive route (encode each window's transcript per sample, then the same head):")
-    for context_name, seconds in CONTEXTS.items():
-        rate = naive_route(args.root, scratch, seconds)
-        slowest = min(bank_rate[(r, context_name)] for r in RECIPES)
-        fastest = max(bank_rate[(r, context_name)] for r in RECIPES)
+    for context_name in contexts:
+        rate = naive_route(args.root, scratch, CONTEXTS[context_name])
+        slowest = min(bank_rate[(r, context_name)] for r in recipes)
+        fastest = max(bank_rate[(r, context_name)] for r in recipes)
         print(f"  w = {context_name}: {rate:.1f} samples/s (encoding alone); bank recipes are {slowest / rate:.0f}x "
               f"(slowest) to {fastest / rate:.0f}x (fastest) faster")
 

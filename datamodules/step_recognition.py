@@ -6,6 +6,15 @@ query cell, the clip feature) is computed once in `setup` with array operations 
 is then one gather from the recording's in-memory cell matrix. Changing w re-slices the bank; it never
 re-encodes anything.
 
+A batch of B samples from R recordings:
+  video_index [B], sample_id [B], label [B]   the sample (video_index indexes the split's video ids)
+  clip [B, D]                                 the window's clip feature
+  steps [R, S, D], step_mask [R, S]           the step features of the batch's recordings, once each
+                                              (S = the most classes among them; padding rows False)
+  step_row [B]                                each sample's row of steps / step_mask
+  cells [B, M, D], cell_mask [B, M],          the window's cells, left-aligned, and the sample's cell;
+  query_pos [B]                               only with `cells=True` (heads that read them)
+
 Feature layout (the same for the clip, the cells and the steps, so zero-shot is a dot product):
   modalities video       clip [v]        steps [F_v(V^a)]
   modalities text        clip [t, t]     steps [F_t(T^a), F_t(C^a)]
@@ -128,7 +137,11 @@ class StepRecognitionDataModule(pl.LightningDataModule):
     def __init__(self, dataset: Spacewalk18, bank_dir: str | Path, text_encoder=None, video_encoder=None,
                  bank_config: BankConfig | dict | None = None, context_seconds: float = 300.0,
                  modalities: str = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
-                 num_workers: int = 0, text_pool: str = "mean", empty_text: str = "zero", seed: int = 0):
+                 num_workers: int = 0, text_pool: str = "mean", empty_text: str = "zero", seed: int = 0,
+                 cells: bool | None = True):
+        """`cells`: build the window cells (cells, cell_mask, query_pos) into every batch; only heads with
+        `reads_cells` need them (models/heads.py), and train.py decides it from the configured head. None
+        (the config's "let train.py decide", met outside it) builds them."""
         super().__init__()
         if modalities not in MODALITIES:
             raise ValueError(f"modalities must be one of {MODALITIES}, got {modalities!r}")
@@ -148,11 +161,12 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         self.eval_batch_size = eval_batch_size or batch_size
         self.num_workers = num_workers
         self.seed = seed  # the training order of epoch e is a permutation drawn from (seed, e)
+        self.cells = True if cells is None else bool(cells)
         config = bank_config if isinstance(bank_config, BankConfig) else BankConfig(**(bank_config or {}))
         self.bank = FeatureBank(bank_dir, dataset, text_encoder=text_encoder,
                                 video_encoder=video_encoder if "video" in modalities else None, config=config)
         self.splits: dict[str, _SplitIndex] = {}
-        self.cell_features: dict[str, list[np.ndarray]] = {}  # per split: [num_cells, D] per recording
+        self.cell_features: dict[str, list[np.ndarray]] = {}  # per split: [num_cells, D] per recording (if cells)
         self.step_features: dict[str, list[np.ndarray]] = {}  # per split: [K+1, D] per recording
         self.video_ids: dict[str, list[str]] = {}
         self.samples: dict[str, dict[str, list[StepSample]]] = {}
@@ -222,7 +236,8 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             cols["first_cell"].append(first)
             cols["num_cells"].append(last - first + 1)
             cols["query_pos"].append(query - first)
-            cells.append(self._layout(bank.video, bank.cell_text, bank.cell_text))
+            if self.cells:  # [num_cells, D] float32 per recording: 144 MB for the whole release at D = 768
+                cells.append(self._layout(bank.video, bank.cell_text, bank.cell_text))
             steps.append(self._layout(bank.step_video, bank.step_narration, bank.step_caption))
         self.splits[split] = _SplitIndex(**{k: np.concatenate(v) for k, v in cols.items()})
         self.cell_features[split], self.step_features[split] = cells, steps
@@ -242,38 +257,49 @@ class StepRecognitionDataModule(pl.LightningDataModule):
     # ---------------------------------------------------------------------------------------------
 
     def collate(self, split: str, indices: Sequence[int]) -> dict[str, torch.Tensor]:
+        """One batch (the layout in the module docstring): the samples' clip features, their recordings'
+        step features once per recording, and, when the head reads them (`cells`), their windows' cells."""
         ix = self.splits[split]
         idx = np.asarray(indices)
-        b = len(idx)
+        # the batch's R recordings and each sample's row among them: the step features are per recording,
+        # and copying them per sample would cost B x S x D (190 MB at B = 2048, S = 30, D = 768)
+        recordings, step_row = np.unique(ix.recording[idx], return_inverse=True)
+        features = [self.step_features[split][r] for r in recordings]
+        s, d = max(len(f) for f in features), ix.clip.shape[1]
+        steps = np.zeros((len(recordings), s, d), np.float32)
+        step_mask = np.zeros((len(recordings), s), bool)
+        for row, f in enumerate(features):
+            steps[row, :len(f)] = f
+            step_mask[row, :len(f)] = True
+        batch = {
+            "video_index": torch.from_numpy(ix.recording[idx]).long(),
+            "sample_id": torch.from_numpy(ix.sample_id[idx]).long(),
+            "label": torch.from_numpy(ix.label[idx]).long(),
+            "clip": torch.from_numpy(ix.clip[idx]),
+            "steps": torch.from_numpy(steps),
+            "step_mask": torch.from_numpy(step_mask),
+            "step_row": torch.from_numpy(step_row.reshape(-1)).long(),
+        }
+        if self.cells:
+            batch |= self._window_cells(split, idx)
+        return batch
+
+    def _window_cells(self, split: str, idx: np.ndarray) -> dict[str, torch.Tensor]:
+        """cells [B, M, D] (left-aligned, zero padding), cell_mask [B, M], query_pos [B]."""
+        ix = self.splits[split]
         m = int(ix.num_cells[idx].max())
-        s = max(self.step_features[split][r].shape[0] for r in np.unique(ix.recording[idx]))
-        d = ix.clip.shape[1]
-        cells = np.zeros((b, m, d), np.float32)
-        cell_mask = np.zeros((b, m), bool)
-        steps = np.zeros((b, s, d), np.float32)
-        step_mask = np.zeros((b, s), bool)
+        cells = np.zeros((len(idx), m, ix.clip.shape[1]), np.float32)
+        cell_mask = np.zeros((len(idx), m), bool)
+        offsets = np.arange(m)
         for r in np.unique(ix.recording[idx]):
             rows = np.flatnonzero(ix.recording[idx] == r)
-            offsets = np.arange(m)
             cell_ids = ix.first_cell[idx[rows]][:, None] + offsets[None, :]
             valid = offsets[None, :] < ix.num_cells[idx[rows]][:, None]
             feats = self.cell_features[split][r]
             cells[rows] = np.where(valid[..., None], feats[np.minimum(cell_ids, len(feats) - 1)], 0.0)
             cell_mask[rows] = valid
-            k1 = self.step_features[split][r].shape[0]
-            steps[rows, :k1] = self.step_features[split][r]
-            step_mask[rows, :k1] = True
-        return {
-            "video_index": torch.from_numpy(ix.recording[idx]).long(),
-            "sample_id": torch.from_numpy(ix.sample_id[idx]).long(),
-            "label": torch.from_numpy(ix.label[idx]).long(),
-            "clip": torch.from_numpy(ix.clip[idx]),
-            "cells": torch.from_numpy(cells),
-            "cell_mask": torch.from_numpy(cell_mask),
-            "query_pos": torch.from_numpy(ix.query_pos[idx]).long(),
-            "steps": torch.from_numpy(steps),
-            "step_mask": torch.from_numpy(step_mask),
-        }
+        return {"cells": torch.from_numpy(cells), "cell_mask": torch.from_numpy(cell_mask),
+                "query_pos": torch.from_numpy(ix.query_pos[idx]).long()}
 
     def collate_share(self, split: str, rank: int, world_size: int, global_batch: Sequence[int]) -> dict[str, torch.Tensor]:
         """This process's share of a global batch (datamodules/global_batches.py), plus "labelled_total",

@@ -5,6 +5,11 @@ with `cell_mask` [B, M] (True = real cell, left-aligned), `query_pos` [B] (the s
 module scores the embedding against the recording's step features, so every head ends in the
 paper's G_theta: a linear map into the D-dimensional step space.
 
+Each head class says whether it reads the window's cells (`reads_cells`). The cells are by far the
+largest part of a batch ([B, M, D]: 160 MB at B = 2048, w = 5 min, D = 768), so the DataModule builds
+them only for heads that read them (spacewalk/training.py asks `reads_cells` of the configured head
+class before anything is built).
+
 Choices the paper leaves open:
 - G_theta starts as the identity on the block that is already in step space (the clip for the
   last layer, the mean for LFB Avg, the query cell for LFB Cat / NL / TF) and zero elsewhere, so
@@ -45,6 +50,12 @@ def _g(in_features: int, dim: int, identity_block: int | Sequence[int] | None, i
     return g
 
 
+def head_reads_cells(head: nn.Module | type) -> bool:
+    """Whether a head (instance or class) reads `cells`, `cell_mask` and `query_pos`; a head that does not
+    say is assumed to, so that an unknown head never meets a batch without them."""
+    return bool(getattr(head, "reads_cells", True))
+
+
 def real_cells(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     mask = batch["cell_mask"]
     return batch["cells"].masked_fill(~mask[..., None], 0.0), mask
@@ -77,6 +88,8 @@ class OffsetEncoding(nn.Module):
 class ZeroShot(nn.Module):
     """The clip feature itself: the paper's zero-shot contrastive model has nothing to train."""
 
+    reads_cells = False
+
     def __init__(self, dim: int | None = None):
         super().__init__()
         self.dim = dim
@@ -87,6 +100,8 @@ class ZeroShot(nn.Module):
 
 class LinearHead(nn.Module):
     """Last-layer fine-tuning: G_theta(f^s)."""
+
+    reads_cells = False
 
     def __init__(self, dim: int, identity_init: bool = True):
         super().__init__()
@@ -101,6 +116,8 @@ class LinearHead(nn.Module):
 
 class LFBAvg(nn.Module):
     """LFB Avg: G(mean of the window's real cells)."""
+
+    reads_cells = True
 
     def __init__(self, dim: int, identity_init: bool = True):
         super().__init__()
@@ -129,6 +146,8 @@ class LFBCat(nn.Module):
     `normalize_blocks` L2-normalises each of the three blocks before G (a mean over many cells is
     shorter than one cell; a zero block stays zero).
     """
+
+    reads_cells = True
 
     def __init__(self, dim: int, identity_init: bool = True, identity_on: str = "query",
                  normalize_blocks: bool = False):
@@ -191,6 +210,8 @@ class LFBNonLocal(nn.Module):
     with the query masked out, so no re-packing is needed; each block updates the query only.
     """
 
+    reads_cells = True
+
     def __init__(self, dim: int, width: int = 512, num_blocks: int = 2, dropout: float = 0.2,
                  max_offset: int = 256, identity_init: bool = True):
         super().__init__()
@@ -225,6 +246,8 @@ class LFBTransformer(nn.Module):
     cell sequence itself; padding is a key padding mask. `dim_feedforward` 2048 and dropout 0.1 are
     PyTorch's defaults (the paper gives only the width); `nhead` must divide D.
     """
+
+    reads_cells = True
 
     def __init__(self, dim: int, nhead: int = 8, num_layers: int = 2, dim_feedforward: int = 2048,
                  dropout: float = 0.1, norm_first: bool = False, max_offset: int = 256,

@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.heads import head_reads_cells
 from models.irrelevant_threshold import OBJECTIVES, Objective, apply_threshold, fit_threshold
 from spacewalk.io import write_json
 from spacewalk.metrics import step_recognition_metrics
@@ -104,16 +105,25 @@ class StepRecognitionModule(pl.LightningModule):
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits [B, S] over the recording's classes 0..K; padded step rows are -inf.
 
+        The batch carries each recording's step features once (`steps` [R, S, D], `step_row` [B]:
+        datamodules/step_recognition.py). They are normalised per recording, then gathered per sample
+        into the same product as when batches carried [B, S, D], so the logits are bit for bit the
+        same; a [B, D] x [D, R*S] product would skip the gather but rounds differently.
+
         The head may run under mixed precision (trainer.precision=bf16-mixed); the scores are computed
         in float32 regardless: bfloat16's 8-bit mantissa would tie many scores, and ties change the
         argmax, tau and mAP."""
+        if "cells" not in batch and head_reads_cells(self.head):
+            raise KeyError(f"{type(self.head).__name__} reads the window cells but the batch has none: build "
+                           "the DataModule with cells=True (train.py decides it from the head's reads_cells)")
         embedding = self.head(batch)
+        row = batch["step_row"]
         with torch.autocast(device_type=embedding.device.type, enabled=False):
             embedding, steps = embedding.float(), batch["steps"].float()
             if self.hparams.normalize:
                 embedding, steps = F.normalize(embedding, dim=-1), F.normalize(steps, dim=-1)
-            logits = torch.einsum("bd,bsd->bs", embedding, steps) / self.hparams.temperature
-        return logits.masked_fill(~batch["step_mask"], -math.inf)
+            logits = torch.einsum("bd,bsd->bs", embedding, steps[row]) / self.hparams.temperature
+        return logits.masked_fill(~batch["step_mask"][row], -math.inf)
 
     @staticmethod
     def step_loss(logits: torch.Tensor, label: torch.Tensor) -> tuple[torch.Tensor, int]:

@@ -26,12 +26,24 @@ def _is_hirest(cfg: DictConfig) -> bool:
     return cfg.data.get("_target_") == "spacewalk.hirest.open_hirest"
 
 
+def head_reads_cells(cfg: DictConfig) -> bool:
+    """Whether the configured recipe's head reads the window cells, asked of its class before anything is
+    built (the DataModule is built before the model, which needs its feature dim)."""
+    from models.heads import head_reads_cells as reads
+
+    target = (cfg.model.get("head") or {}).get("_target_")
+    return reads(hydra.utils.get_class(target)) if target else True
+
+
 def build_datamodule(cfg: DictConfig):
     dataset = hydra.utils.instantiate(cfg.data)
     text = hydra.utils.instantiate(cfg.encoder.text) if cfg.encoder.get("text") and "text" in cfg.modalities else None
     video = (hydra.utils.instantiate(cfg.encoder.video)
              if cfg.encoder.get("video") and "video" in cfg.modalities else None)
+    # datamodule.cells: null (the default, and absent from configs of older runs) = what the head reads
+    cells = cfg.datamodule.get("cells")
     return hydra.utils.instantiate(cfg.datamodule, dataset=dataset, text_encoder=text, video_encoder=video,
+                                   cells=head_reads_cells(cfg) if cells is None else cells,
                                    _recursive_=False, _convert_="all")
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.heads import LFBAvg, LFBCat, LFBNonLocal, LFBTransformer, LinearHead, ZeroShot, query_cell
+from models.heads import (LFBAvg, LFBCat, LFBNonLocal, LFBTransformer, LinearHead, ZeroShot, head_reads_cells,
+                          query_cell)
 
 D = 24
 
@@ -22,8 +23,8 @@ def make_batch(lengths, query_pos, m=None, d=D, seed=0, pad_value=0.0):
         "video_index": torch.zeros(b, dtype=torch.long), "sample_id": torch.arange(b),
         "label": torch.ones(b, dtype=torch.long),
         "clip": torch.randn(b, d, generator=g), "cells": cells, "cell_mask": mask,
-        "query_pos": torch.tensor(query_pos), "steps": torch.randn(b, 4, d, generator=g),
-        "step_mask": torch.ones(b, 4, dtype=torch.bool),
+        "query_pos": torch.tensor(query_pos), "steps": torch.randn(1, 4, d, generator=g),
+        "step_mask": torch.ones(1, 4, dtype=torch.bool), "step_row": torch.zeros(b, dtype=torch.long),
     }
 
 
@@ -151,3 +152,21 @@ def test_transformer_needs_a_head_count_that_divides_the_width():
 
 def test_zero_shot_has_no_parameters():
     assert list(ZeroShot(D).parameters()) == []
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_reads_cells_says_whether_the_head_reads_the_window_cells(name):
+    # the DataModule leaves the cells out for heads that say they do not read them: the declaration must hold
+    head = HEADS[name]()
+    batch = make_batch([3, 1], [1, 0])
+    without = {k: v for k, v in batch.items() if k not in ("cells", "cell_mask", "query_pos")}
+    assert head_reads_cells(head) == head_reads_cells(type(head)) == (name not in ("zero_shot", "linear"))
+    if head_reads_cells(head):
+        with pytest.raises(KeyError):
+            head(without)
+    else:
+        torch.testing.assert_close(head(without), head(batch))
+
+
+def test_a_head_that_does_not_say_is_assumed_to_read_cells():
+    assert head_reads_cells(torch.nn.Identity())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from datamodules.step_recognition import StepRecognitionDataModule, window_text_features
 from spacewalk.feature_bank import BankConfig
@@ -38,8 +39,9 @@ def test_text_batch_follows_the_window_rule(dataset, tmp_path):
     dm = make(dataset, tmp_path / "bank", batch_size=7)
     batch = next(iter(dm.train_dataloader()))
     assert batch["clip"].shape == (7, 16) and batch["cells"].shape[0] == 7
-    assert batch["steps"].shape[1] == dataset.split("train")[0].num_classes
-    assert batch["step_mask"].all()
+    # one train recording: its steps once, every sample on row 0
+    assert batch["steps"].shape == (1, dataset.split("train")[0].num_classes, 16)
+    assert batch["step_mask"].all() and (batch["step_row"] == 0).all()
     rec = dataset.split("test")[0]
     samples = dataset.step_samples("test")[rec.video_id]
     index = TranscriptIndex(rec.transcript)
@@ -79,6 +81,42 @@ def test_video_and_text_layout(dataset, tmp_path):
     batch = dm.collate("val", [0, 1])
     assert batch["clip"].shape[1] == FakeVideo.dim + 16 == batch["steps"].shape[2] == batch["cells"].shape[2]
     assert (batch["steps"][:, 0, :FakeVideo.dim] == 0).all()  # Irrelevant has no animation
+
+
+@pytest.fixture(scope="module")
+def two_recordings(tmp_path_factory) -> Spacewalk18:
+    options = SYNTHETIC | dict(n_train=2, steps_per_video=(3, 6), samples_per_video=40)
+    return Spacewalk18(ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=3, **options))
+
+
+def test_steps_come_once_per_recording_with_a_row_per_sample(two_recordings, tmp_path):
+    dm = make(two_recordings, tmp_path / "bank")
+    ix = dm.splits["train"]
+    classes = [two_recordings.recordings[v].num_classes for v in dm.video_ids["train"]]
+    assert classes[0] != classes[1]  # padding is exercised
+    idx = [int(np.flatnonzero(ix.recording == 1)[0]), int(np.flatnonzero(ix.recording == 0)[0]),
+           int(np.flatnonzero(ix.recording == 1)[-1])]
+    batch = dm.collate("train", idx)
+    assert batch["steps"].shape == (2, max(classes), 16) and batch["step_row"].tolist() == [1, 0, 1]
+    for i, j in enumerate(idx):
+        r = int(ix.recording[j])
+        row = int(batch["step_row"][i])
+        assert int(batch["video_index"][i]) == r
+        np.testing.assert_array_equal(batch["steps"][row, :classes[r]].numpy(), dm.step_features["train"][r])
+        assert batch["step_mask"][row].sum() == classes[r] and (batch["steps"][row, classes[r]:] == 0).all()
+    one = dm.collate("train", idx[1:2])  # a batch of one recording has one row
+    assert one["steps"].shape == (1, classes[0], 16) and one["step_row"].tolist() == [0]
+
+
+def test_cells_are_left_out_for_heads_that_do_not_read_them(dataset, tmp_path):
+    with_cells = make(dataset, tmp_path / "bank")
+    without = make(dataset, tmp_path / "bank", cells=False)
+    a, b = with_cells.collate("val", [0, 5, 9]), without.collate("val", [0, 5, 9])
+    assert set(a) - set(b) == {"cells", "cell_mask", "query_pos"}
+    for key in b:
+        assert torch.equal(a[key], b[key])
+    assert without.cell_features["val"] == []  # not even held in memory
+    assert make(dataset, tmp_path / "bank", cells=None).cells  # the config's null, outside train.py
 
 
 def test_video_modality_needs_a_video_encoder(dataset, tmp_path):

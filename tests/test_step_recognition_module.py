@@ -79,15 +79,20 @@ class ToyData(pl.LightningDataModule):
 
     @staticmethod
     def collate(items):
+        """The DataModule's layout: step features once per recording of the batch, a row index per sample."""
         b, m = len(items), max(len(it[4]) for it in items)
-        s = max(len(it[6]) for it in items)
+        videos, step_row = np.unique([it[0] for it in items], return_inverse=True)
+        steps_of = {it[0]: it[6] for it in items}
+        s = max(len(steps_of[v]) for v in videos)
         batch = {"cells": torch.zeros(b, m, D), "cell_mask": torch.zeros(b, m, dtype=torch.bool),
-                 "steps": torch.zeros(b, s, D), "step_mask": torch.zeros(b, s, dtype=torch.bool)}
-        for i, (_, _, _, _, cells, _, steps) in enumerate(items):
+                 "steps": torch.zeros(len(videos), s, D), "step_mask": torch.zeros(len(videos), s, dtype=torch.bool),
+                 "step_row": torch.from_numpy(step_row.reshape(-1)).long()}
+        for i, (_, _, _, _, cells, _, _) in enumerate(items):
             batch["cells"][i, :len(cells)] = torch.from_numpy(cells).float()
             batch["cell_mask"][i, :len(cells)] = True
-            batch["steps"][i, :len(steps)] = torch.from_numpy(steps).float()
-            batch["step_mask"][i, :len(steps)] = True
+        for row, v in enumerate(videos):
+            batch["steps"][row, :len(steps_of[v])] = torch.from_numpy(steps_of[v]).float()
+            batch["step_mask"][row, :len(steps_of[v])] = True
         for key, j in (("video_index", 0), ("sample_id", 1), ("label", 2), ("query_pos", 5)):
             batch[key] = torch.tensor([it[j] for it in items], dtype=torch.long)
         batch["clip"] = torch.from_numpy(np.stack([it[3] for it in items])).float()
@@ -120,8 +125,9 @@ def hand_batch():
     g = torch.Generator().manual_seed(0)
     steps = torch.randn(4, 5, D, generator=g)
     step_mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    # one recording per sample: step row i is sample i's
     return {"clip": torch.randn(4, D, generator=g), "steps": steps, "step_mask": step_mask,
-            "label": torch.tensor([3, 0, 1, 2]), "cells": torch.zeros(4, 1, D),
+            "step_row": torch.arange(4), "label": torch.tensor([3, 0, 1, 2]), "cells": torch.zeros(4, 1, D),
             "cell_mask": torch.ones(4, 1, dtype=torch.bool), "query_pos": torch.zeros(4, dtype=torch.long)}
 
 
@@ -134,6 +140,35 @@ def test_logits_are_scaled_cosines_with_padding_at_minus_infinity():
     assert torch.isneginf(logits[~batch["step_mask"]]).all()
     raw = StepRecognitionModule(ZeroShot(), normalize=False, temperature=1.0)(batch)
     torch.testing.assert_close(raw[0], batch["steps"][0] @ batch["clip"][0])
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_steps_once_per_recording_give_the_logits_of_steps_per_sample(normalize):
+    # 5 samples of 2 recordings (3 and 5 classes); the per-sample layout batches used to carry is the
+    # reference, and the logits must equal it bit for bit (published numbers must not move)
+    g = torch.Generator().manual_seed(1)
+    steps = torch.randn(2, 5, D, generator=g)
+    step_mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    steps[~step_mask] = 0.0
+    row = torch.tensor([1, 0, 1, 1, 0])
+    batch = {"clip": torch.randn(5, D, generator=g), "steps": steps, "step_mask": step_mask, "step_row": row}
+    module = StepRecognitionModule(LinearHead(D), normalize=normalize, temperature=0.05)
+    with torch.no_grad():
+        embedding, per_sample = module.head(batch), steps[row]
+        if normalize:
+            embedding, per_sample = F.normalize(embedding, dim=-1), F.normalize(per_sample, dim=-1)
+        expected = (torch.einsum("bd,bsd->bs", embedding, per_sample) / 0.05).masked_fill(~step_mask[row], -math.inf)
+        assert torch.equal(module(batch), expected)
+    assert torch.isneginf(module(batch)[1, 3:]).all() and torch.isfinite(module(batch)[0]).all()
+
+
+def test_a_head_that_reads_cells_refuses_a_batch_without_them():
+    batch = hand_batch()
+    for key in ("cells", "cell_mask", "query_pos"):
+        del batch[key]
+    StepRecognitionModule(LinearHead(D))(batch)  # reads the clip only
+    with pytest.raises(KeyError, match="LFBAvg reads the window cells"):
+        StepRecognitionModule(LFBAvg(D))(batch)
 
 
 def test_loss_is_cross_entropy_over_steps_only_and_skips_irrelevant_samples():
