@@ -149,8 +149,6 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             raise ValueError(f"text_pool must be one of {TEXT_POOLS}, got {text_pool!r}")
         if empty_text not in EMPTY_TEXTS:
             raise ValueError(f"empty_text must be one of {EMPTY_TEXTS}, got {empty_text!r}")
-        if "video" in modalities and video_encoder is None:
-            raise ValueError(f"modalities={modalities!r} needs a video encoder (choose an encoder= config with one)")
         if "text" in modalities and text_encoder is None:
             raise ValueError(f"modalities={modalities!r} needs a text encoder")
         self.dataset = dataset
@@ -165,6 +163,12 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         config = bank_config if isinstance(bank_config, BankConfig) else BankConfig(**(bank_config or {}))
         self.bank = FeatureBank(bank_dir, dataset, text_encoder=text_encoder,
                                 video_encoder=video_encoder if "video" in modalities else None, config=config)
+        # Video without an encoder object: features extracted elsewhere, in external bank folders
+        # (docs/feature_bank.md); their width is read now, as the model is built before any bank.
+        self.external_video_dim: int | None = None
+        if "video" in modalities and video_encoder is None:
+            ids = [v for split in ("train", "val", "test") for v in dataset.splits[split]]
+            self.external_video_dim = self.bank.external_video_dim(ids)  # a DataError naming the folder if not
         self.splits: dict[str, _SplitIndex] = {}
         self.cell_features: dict[str, list[np.ndarray]] = {}  # per split: [num_cells, D] per recording (if cells)
         self.step_features: dict[str, list[np.ndarray]] = {}  # per split: [K+1, D] per recording
@@ -245,11 +249,13 @@ class StepRecognitionDataModule(pl.LightningDataModule):
 
     @property
     def feature_dim(self) -> int:
-        """D of the layout, known from the encoders before any bank exists (the model is built first,
-        so under DDP the bank can be built inside fit, shared across ranks)."""
+        """D of the layout, known from the encoders (or the external video features' meta) before any bank
+        is built (the model is built first, so under DDP the bank can be built inside fit, shared across
+        ranks)."""
         dim = 0
         if "video" in self.modalities:
-            dim += self.bank.video_encoder.dim
+            encoder = self.bank.video_encoder
+            dim += encoder.dim if encoder is not None else self.external_video_dim
         if "text" in self.modalities:
             dim += 2 * self.bank.text_encoder.dim
         return dim

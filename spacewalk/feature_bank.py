@@ -189,6 +189,43 @@ class FeatureBank:
                              num_cells=num_cells(rec.duration, self.config.segment_seconds),
                              duration=rec.duration, video=video, step_video=step_video, **text)
 
+    def external_video_dim(self, video_ids: Sequence[str]) -> int:
+        """The width of the external video features of `video_ids`, which must all be external folders
+        (docs/feature_bank.md) of one width: from meta.json's `dim` or video.npy's header, nothing else
+        read. Without a video encoder this is where the width comes from, before any build."""
+        widths: dict[int, str] = {}
+        for video_id in video_ids:
+            folder = self.path(self._recording(video_id).video_id)
+            if self._external_meta(video_id) is None:
+                raise DataError("video features are wanted but there is no video encoder to build them, and no "
+                                "external features here (a meta.json with \"external\": true): choose an "
+                                "encoder= config with a video encoder, or put external features in this bank "
+                                "(encoder=external, docs/feature_bank.md)", file=folder / META_FILE, item=video_id)
+            dim = self._external_meta(video_id).get("dim")
+            if dim is None:
+                file = folder / "video.npy"
+                if not file.is_file():
+                    raise DataError("array missing", file=file, item=video_id, field="video")
+                try:
+                    shape = np.load(file, mmap_mode="r").shape
+                except (ValueError, OSError) as e:
+                    raise DataError(f"not a readable .npy array ({e})", file=file, item=video_id, field="video") from e
+                if len(shape) != 2:
+                    raise DataError(f"shape {list(shape)}, expected [num_cells, D]", file=file, item=video_id,
+                                    field="video")
+                dim = shape[1]
+            if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+                raise DataError(f"expected a positive int, got {dim!r}", file=folder / META_FILE, item=video_id,
+                                field="dim")
+            widths.setdefault(dim, video_id)
+            if len(widths) > 1:
+                (w0, first), (w1, other) = widths.items()
+                raise DataError(f"{w1} columns, but {first}'s external features have {w0}: one bank holds one "
+                                "feature width", file=folder / "video.npy", item=other, field="video")
+        if not widths:
+            raise ValueError("external_video_dim needs at least one video id")
+        return next(iter(widths))
+
     def _own_part(self, rec: Recording) -> tuple[Path, bool] | None:
         """Where this project builds arrays for `rec`, and whether they include video: the recording's
         folder, or for an external folder without text arrays its `text/` subfolder (text only, as the

@@ -1,8 +1,11 @@
-"""Small deterministic stand-ins for the encoders, for tests of what consumes their output."""
+"""Small deterministic stand-ins for the encoders (and for features extracted elsewhere), for tests of what
+consumes their output."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -48,3 +51,24 @@ class FakeVideo:
     def features(clip: np.ndarray) -> np.ndarray:
         t, h, w, _ = clip.shape
         return np.concatenate([clip.reshape(-1, 3).mean(0) / 255, [t / 10, h / 100, w / 100]]).astype(np.float32)
+
+
+def write_external_features(bank_dir: Path, dataset, dim: int, seed: int = 0, with_dim: bool = True) -> dict:
+    """Video features "extracted elsewhere" for every recording of `dataset`, as external bank folders
+    (docs/feature_bank.md): video.npy on the 12 s grid, step_video.npy (Irrelevant's row zero), meta.json.
+    Returns the video arrays by video id."""
+    from spacewalk.feature_bank import num_cells
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for video_id, rec in dataset.recordings.items():
+        folder = Path(bank_dir) / video_id
+        folder.mkdir(parents=True)
+        video = rng.standard_normal((num_cells(rec.duration, 12.0), dim)).astype(np.float16)
+        steps = np.vstack([np.zeros((1, dim)), rng.standard_normal((rec.num_classes - 1, dim))]).astype(np.float16)
+        np.save(folder / "video.npy", video)
+        np.save(folder / "step_video.npy", steps)
+        meta = {"external": True, "encoder": "made-up-extractor", "segment_seconds": 12.0}
+        (folder / "meta.json").write_text(json.dumps(meta | ({"dim": dim} if with_dim else {})))
+        out[video_id] = video
+    return out

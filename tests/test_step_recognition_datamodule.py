@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import json
+from functools import partial
+
 import numpy as np
 import pytest
+import pytorch_lightning as pl
 import torch
 
 from datamodules.step_recognition import StepRecognitionDataModule, window_text_features
+from models.heads import LinearHead
+from models.step_recognition import StepRecognitionModule
+from spacewalk.errors import DataError
 from spacewalk.feature_bank import BankConfig
 from spacewalk.spacewalk18 import Spacewalk18
 from spacewalk.synthetic import ensure_dataset
 from spacewalk.windows import TranscriptIndex, context_window
 
-from fakes import FakeText, FakeVideo, text_vector
+from fakes import FakeText, FakeVideo, text_vector, write_external_features
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)
@@ -119,9 +126,41 @@ def test_cells_are_left_out_for_heads_that_do_not_read_them(dataset, tmp_path):
     assert make(dataset, tmp_path / "bank", cells=None).cells  # the config's null, outside train.py
 
 
-def test_video_modality_needs_a_video_encoder(dataset, tmp_path):
-    with pytest.raises(ValueError, match="needs a video encoder"):
+def test_video_modality_needs_a_video_encoder_or_external_features(dataset, tmp_path):
+    with pytest.raises(DataError, match="no video encoder to build them") as e:
         StepRecognitionDataModule(dataset, tmp_path, text_encoder=FakeText(), modalities="video")
+    assert e.value.item == dataset.splits["train"][0] and "encoder=external" in str(e.value)
+
+
+@pytest.mark.parametrize("with_dim", [True, False])
+def test_external_video_features_train_a_head_without_a_video_encoder(dataset, tmp_path, with_dim):
+    video = write_external_features(tmp_path / "bank", dataset, dim=5, with_dim=with_dim)
+    dm = StepRecognitionDataModule(dataset, tmp_path / "bank", text_encoder=FakeText(), bank_config=BANK,
+                                   context_seconds=60.0, modalities="video+text", batch_size=64, cells=False)
+    assert dm.feature_dim == 5 + 16  # before any bank is built: from meta.json's dim or video.npy's header
+    module = StepRecognitionModule(LinearHead(dm.feature_dim), optimizer=partial(torch.optim.Adam, lr=1e-2))
+    trainer = pl.Trainer(accelerator="cpu", max_epochs=2, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(module, datamodule=dm)
+    trainer.test(module, datamodule=dm)
+    assert all(0 <= module.test_results[k] <= 100 for k in ("Accuracy", "mAP", "IoU"))
+    # the clip's video block is the normalised mean of the window's external cells; text came from FakeText
+    ix, rec = dm.splits["test"], dataset.split("test")[0]
+    first, n = int(ix.first_cell[0]), int(ix.num_cells[0])
+    expected = normalise(video[rec.video_id][first:first + n].astype(np.float32).mean(0))
+    np.testing.assert_allclose(ix.clip[0, :5], expected, atol=1e-6)
+    assert all((tmp_path / "bank" / v / "text" / "meta.json").is_file() for v in dataset.recordings)
+
+
+def test_external_video_features_of_two_widths_are_refused(dataset, tmp_path):
+    write_external_features(tmp_path / "bank", dataset, dim=5)
+    other = dataset.splits["test"][0]
+    np.save(tmp_path / "bank" / other / "video.npy", np.zeros((3, 7), np.float16))
+    (tmp_path / "bank" / other / "meta.json").write_text(json.dumps({"external": True, "encoder": "x",
+                                                                     "segment_seconds": 12.0}))
+    with pytest.raises(DataError, match="one bank holds one feature width") as e:
+        StepRecognitionDataModule(dataset, tmp_path / "bank", text_encoder=FakeText(), modalities="video")
+    assert e.value.item == other and e.value.field == "video"
 
 
 # three sentences: [0, 10) "a", [10, 12) "b", [40, 41) "c"; unit vectors along axes 0, 1, 2

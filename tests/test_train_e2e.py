@@ -98,3 +98,22 @@ def test_two_process_ddp_equals_one_process(tmp_path, recipe):
     assert {v: [x["prediction"] for x in pa[v]] for v in pa} == {v: [x["prediction"] for x in pb[v]] for v in pb}
     for v in pa:
         np.testing.assert_allclose([x["score"] for x in pb[v]], [x["score"] for x in pa[v]], atol=1e-4)
+
+
+def test_train_on_external_video_features_without_a_video_encoder(tmp_path):
+    # features "extracted elsewhere" in the bank folder of encoder=external, which has no video encoder
+    from spacewalk.synthetic import ensure_dataset
+    from spacewalk.spacewalk18 import Spacewalk18
+
+    from fakes import write_external_features
+
+    options = {o[len("+data."):].split("=")[0]: json.loads(o.split("=")[1]) for o in TINY}
+    dataset = Spacewalk18(ensure_dataset(tmp_path / "synthetic", seed=0, progress=False, **options))
+    write_external_features(tmp_path / "data" / "feature_banks" / "synthetic" / "external", dataset, dim=6)
+    run_dir = tmp_path / "run"
+    run("train.py", tmp_path, "encoder=external", "modalities=video+text", "model=lfb_avg", "context=1min",
+        "trainer.max_epochs=2", "logger=csv", "plots=false", f"hydra.run.dir={run_dir}")
+    m = metrics(run_dir)
+    assert m["model"] == "LFBAvg" and all(0 <= m[k] <= 100 for k in ("Accuracy", "mAP", "IoU"))
+    config = (run_dir / "config.resolved.yaml").read_text()
+    assert "modalities: video+text" in config and "video: null" in config
