@@ -19,7 +19,15 @@ Feature layout (the same for the clip, the cells and the steps, so zero-shot is 
   modalities video       clip [v]        steps [F_v(V^a)]
   modalities text        clip [t, t]     steps [F_t(T^a), F_t(C^a)]
   modalities video+text  clip [v, t, t]  steps [F_v(V^a), F_t(T^a), F_t(C^a)]
-v is the mean of the window's cell video features (1 fps, dense); t is the window transcript feature:
+v is the window's video feature (`frame_sampling`): "dense" is the normalised mean of the window's cell
+features (1 fps over the whole window, the paper's Dense Frame Sampling); "sparse" (the paper's default
+for zero-shot) is k frames spread uniformly over the window, k = `num_frames` or the encoder's
+pre-training count: the centres of k equal slices of the window, each taking the nearest of the bank's
+1 fps frames (within 0.5 s), pooled as the encoder pools a clip. The bank keeps per-frame features only
+for encoders that average frame embeddings (open_clip models, the thumbnail; `averages_frames`); for clip
+models (X-CLIP, VideoMAE) and external features, sparse v would be one encoder call on k freshly decoded
+frames per sample and context length, which no bank can precompute, so it is refused with an error. The
+LFB heads read the cells, not v, so neither option changes them. t is the window transcript feature:
 the normalised weighted mean of the embeddings of the window's sentences (strict-overlap rule of
 BENCHMARKS 1.3). The paper encodes the joined window text instead; a sentence encoder truncates long
 input (MiniLM: 256 word pieces, about 1.5 min of speech), so the mean keeps every sentence of a
@@ -57,6 +65,7 @@ from spacewalk.spacewalk18 import Recording, Spacewalk18, StepSample
 log = logging.getLogger(__name__)
 
 MODALITIES = ("video", "text", "video+text")
+FRAME_SAMPLINGS = ("dense", "sparse")
 TEXT_POOLS = ("mean", "duration")
 EMPTY_TEXTS = ("zero", "nearest", "widen")
 
@@ -109,6 +118,25 @@ def window_text_features(sentences: np.ndarray, starts: np.ndarray, ends: np.nda
     return _normalise(out)
 
 
+def sparse_window_video(frames: np.ndarray, frame_time: np.ndarray, start: np.ndarray, end: np.ndarray,
+                        k: int) -> np.ndarray:
+    """Sparse frame sampling from per-frame features: for each window [start, end), the k timestamps at
+    the centres of k equal slices (video.sparse_timestamps), each the nearest frame in `frame_time`, and
+    the normalised mean of those frames' unit features (how a frame-averaging encoder pools a clip)."""
+    frame_time = np.asarray(frame_time, dtype=np.float64)
+    start, end = np.asarray(start, np.float64), np.asarray(end, np.float64)
+    out = np.zeros((len(start), frames.shape[1]), np.float32)
+    for i in range(k):  # one timestamp per sample at a time: never [N, k, D] in memory
+        t = start + (i + 0.5) * (end - start) / k
+        if len(frame_time) == 1:
+            nearest = np.zeros(len(t), np.int64)
+        else:
+            right = np.clip(np.searchsorted(frame_time, t), 1, len(frame_time) - 1)
+            nearest = np.where(t - frame_time[right - 1] <= frame_time[right] - t, right - 1, right)
+        out += np.asarray(frames[nearest], dtype=np.float32)
+    return _normalise(out)
+
+
 @dataclass
 class _SplitIndex:
     """Per-sample arrays of one split (all samples of all its recordings, recording-major)."""
@@ -138,15 +166,21 @@ class StepRecognitionDataModule(pl.LightningDataModule):
                  bank_config: BankConfig | dict | None = None, context_seconds: float = 300.0,
                  modalities: str = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
                  num_workers: int = 0, text_pool: str = "mean", empty_text: str = "zero", seed: int = 0,
-                 cells: bool | None = True):
+                 cells: bool | None = True, frame_sampling: str = "dense", num_frames: int | None = None):
         """`cells`: build the window cells (cells, cell_mask, query_pos) into every batch; only heads with
         `reads_cells` need them (models/heads.py), and train.py decides it from the configured head. None
-        (the config's "let train.py decide", met outside it) builds them."""
+        (the config's "let train.py decide", met outside it) builds them. `frame_sampling` and `num_frames`:
+        the window's video feature v (module docstring); without video they change nothing."""
         super().__init__()
         if modalities not in MODALITIES:
             raise ValueError(f"modalities must be one of {MODALITIES}, got {modalities!r}")
         if text_pool not in TEXT_POOLS:
             raise ValueError(f"text_pool must be one of {TEXT_POOLS}, got {text_pool!r}")
+        if frame_sampling not in FRAME_SAMPLINGS:
+            raise ValueError(f"frame_sampling must be one of {FRAME_SAMPLINGS}, got {frame_sampling!r}")
+        if num_frames is not None and (isinstance(num_frames, bool) or not isinstance(num_frames, int)
+                                       or num_frames < 1):
+            raise ValueError(f"num_frames must be a positive int or None (the encoder's count), got {num_frames!r}")
         if empty_text not in EMPTY_TEXTS:
             raise ValueError(f"empty_text must be one of {EMPTY_TEXTS}, got {empty_text!r}")
         if "text" in modalities and text_encoder is None:
@@ -169,6 +203,18 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         if "video" in modalities and video_encoder is None:
             ids = [v for split in ("train", "val", "test") for v in dataset.splits[split]]
             self.external_video_dim = self.bank.external_video_dim(ids)  # a DataError naming the folder if not
+        self.frame_sampling = frame_sampling
+        self.num_frames = None  # k of sparse sampling, where it applies
+        if "video" in modalities and frame_sampling == "sparse":
+            if not getattr(video_encoder, "averages_frames", False):
+                what = ("external video features" if video_encoder is None
+                        else f"{video_encoder.identity}, which encodes a clip as a whole,")
+                raise ValueError(
+                    f"frame_sampling='sparse' pools k frames spread over each window from the bank's per-frame "
+                    f"features, which only encoders that average frame embeddings have (open_clip, thumbnail); "
+                    f"{what} would need one encoder call on k decoded frames per sample and context length, "
+                    "which the bank cannot precompute: use frame_sampling=dense (model.frame_sampling=dense)")
+            self.num_frames = num_frames or int(video_encoder.num_frames)
         self.splits: dict[str, _SplitIndex] = {}
         self.cell_features: dict[str, list[np.ndarray]] = {}  # per split: [num_cells, D] per recording (if cells)
         self.step_features: dict[str, list[np.ndarray]] = {}  # per split: [K+1, D] per recording
@@ -224,7 +270,9 @@ class StepRecognitionDataModule(pl.LightningDataModule):
                 raise RuntimeError(f"{video_id}: no video features in the bank (no video file?), but "
                                    f"modalities={self.modalities!r}")
             window_video = window_text = None
-            if "video" in self.modalities:
+            if "video" in self.modalities and self.frame_sampling == "sparse":
+                window_video = sparse_window_video(bank.frame_video, bank.frame_time, start, end, self.num_frames)
+            elif "video" in self.modalities:
                 video = np.asarray(bank.video, dtype=np.float32)
                 csum = np.concatenate([np.zeros((1, video.shape[1]), np.float64), np.cumsum(video, axis=0)])
                 window_video = _normalise(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None])

@@ -56,11 +56,13 @@ class StepRecognitionModule(pl.LightningModule):
                  scheduler: Callable[..., Any] | None = None, temperature: float = 0.05, normalize: bool = True,
                  irrelevant: Literal["threshold", "argmax"] = "threshold", tau_objective: Objective = "macro_f1",
                  output_dir: str | Path | None = None, batch_size: int | None = None,
-                 text_pool: str | None = None, empty_text: str | None = None):
+                 text_pool: str | None = None, empty_text: str | None = None, frame_sampling: str | None = None,
+                 num_frames: int | None = None):
         """`batch_size` is the recipe's batch size: unused here, recorded with the hyper-parameters and
         read by the data config (`${model.batch_size}`), so `model=lfb_nl` brings the paper's 512.
         `text_pool` and `empty_text` likewise: how the recipe wants the window transcript feature pooled
-        (datamodules/step_recognition.py), read by the data config; None leaves the data config's default."""
+        (datamodules/step_recognition.py), read by the data config; None leaves the data config's default.
+        `frame_sampling` and `num_frames` likewise, for the window's video feature (sparse or dense)."""
         super().__init__()
         if irrelevant not in IRRELEVANT_MODES:
             raise ValueError(f"irrelevant must be one of {IRRELEVANT_MODES}, got {irrelevant!r}")

@@ -25,6 +25,9 @@ Video: a clip is uint8 [T, H, W, 3] RGB of any size with T >= 1; each encoder re
 model's own preprocessing. Image models embed every frame given, L2-normalise each, average and normalise
 again (the mean of unit vectors is what CLIP-style mean pooling compares). Video models need exactly
 `num_frames` (their pre-training count) and resample T uniformly to it, repeating frames when T is smaller.
+`averages_frames` says which kind an encoder is: True when a clip's feature is the normalised mean of
+its frames' unit embeddings (so a one-frame clip gives a frame's embedding, and the feature bank can keep
+per-frame features to pool any frames later: sparse frame sampling), False for clip models.
 """
 
 from __future__ import annotations
@@ -205,6 +208,8 @@ class OpenClipVideoEncoder:
     """An image-text model as a video encoder: frames embedded independently, then averaged.
     `batch_size` counts frames per forward pass, so memory does not depend on T."""
 
+    averages_frames = True
+
     def __init__(self, model, model_name: str, weights: str, device: torch.device, batch_size: int,
                  num_frames: int, tokenizer=None):
         from open_clip.transform import PreprocessCfg, image_transform_v2
@@ -293,6 +298,8 @@ def open_clip_video_encoder(model_name: str = "ViT-B-32", pretrained: str | None
 
 class HFVideoEncoder:
     """A transformers video model fed exactly `num_frames` frames per clip; `batch_size` counts clips."""
+
+    averages_frames = False  # the frames attend to each other: a clip feature is not a mean of frame features
 
     def __init__(self, kind: str, model, image_processor, features: Callable[[torch.Tensor], torch.Tensor],
                  weights: str, device: torch.device, batch_size: int, num_frames: int, dim: int, pooling: str,
@@ -416,10 +423,13 @@ class ThumbnailVideoEncoder:
     (their steps differ by colour and layout, which a thumbnail keeps), and a floor any learned encoder
     must beat. It is not a substitute for CLIP on real video."""
 
+    averages_frames = True
+
     def __init__(self, grid: int = 8):
         self.grid = int(grid)
         self.dim = 3 * self.grid * self.grid
-        self.num_frames = 1
+        # no pre-training count: the count callers sample from image models (sparse frame sampling's k)
+        self.num_frames = DEFAULT_IMAGE_MODEL_FRAMES
         self.identity = _identity("ThumbnailVideoEncoder", grid=self.grid, dim=self.dim)
 
     def frame_features(self, frames: np.ndarray) -> torch.Tensor:

@@ -81,6 +81,10 @@ class RecordingBank:
     step_video: np.ndarray | None  # [K+1, Dv], row 0 (Irrelevant) zero
     step_narration: np.ndarray  # [K+1, Dt], row 0 = F_t(IRRELEVANT_DESCRIPTION)
     step_caption: np.ndarray  # [K+1, Dt], row 0 = F_t(IRRELEVANT_DESCRIPTION)
+    # per-frame video features, for encoders that average frame embeddings (averages_frames): every frame
+    # the cells were made of, in time order; what sparse frame sampling reads. None otherwise.
+    frame_video: np.ndarray | None = None  # [num_frames, Dv]
+    frame_time: np.ndarray | None = None  # float64 [num_frames], seconds
 
     def _check_time(self, t: float, name: str) -> None:
         if not 0 <= t <= self.duration + 1e-6:
@@ -171,6 +175,7 @@ class FeatureBank:
     def load(self, video_id: str) -> RecordingBank:
         rec = self._recording(video_id)
         video = step_video = None
+        frames: dict[str, np.ndarray] = {}
         if self._external_meta(video_id) is not None:
             video, step_video = self._load_external(rec)
         part = self._own_part(rec)
@@ -184,10 +189,12 @@ class FeatureBank:
                                 file=folder, item=video_id)
             if with_video:
                 video, step_video = self._load_video_arrays(folder, rec, check_finite=False)
+                if self._frame_features():
+                    frames = self._load_frame_arrays(folder, rec, video.shape[1])
             text = self._load_text_arrays(folder, rec, check_finite=False)
         return RecordingBank(video_id=video_id, segment_seconds=self.config.segment_seconds,
                              num_cells=num_cells(rec.duration, self.config.segment_seconds),
-                             duration=rec.duration, video=video, step_video=step_video, **text)
+                             duration=rec.duration, video=video, step_video=step_video, **text, **frames)
 
     def external_video_dim(self, video_ids: Sequence[str]) -> int:
         """The width of the external video features of `video_ids`, which must all be external folders
@@ -255,12 +262,21 @@ class FeatureBank:
             return False
         return True
 
+    def _frame_features(self) -> bool:
+        """Whether video banks keep per-frame features: for encoders whose clip feature is the normalised
+        mean of its frames' unit embeddings (`averages_frames`), the frames are encoded one by one and the
+        cells derived from them, at no extra encoder cost."""
+        return bool(getattr(self.video_encoder, "averages_frames", False))
+
     def _expected_meta(self, rec: Recording, with_video: bool) -> dict[str, Any]:
         """Everything that shaped the arrays, so that any change makes the bank stale. Video settings and
         the video file count only where video was encoded: a text-only bank does not depend on them."""
         config = {"segment_seconds": self.config.segment_seconds}
         if with_video:
             config |= {k: v for k, v in dataclasses.asdict(self.config).items() if k != "segment_seconds"}
+            if self._frame_features():
+                # only where true: banks of clip encoders, built before this existed, stay fresh
+                config["frame_features"] = True
         transcript = rec.transcript_path.read_bytes()
         steps = json.dumps([dataclasses.asdict(s) for s in rec.steps], sort_keys=True)
         video = None
@@ -394,9 +410,34 @@ class FeatureBank:
             np.save(work / "step_video.npy", step_video)
             # Written in place, chunk by chunk: an 8-hour recording never sits in memory.
             video = np.lib.format.open_memmap(work / "video.npy", mode="w+", dtype=np.float16, shape=(n, encoder.dim))
-            self._encode_clips(reader, [c.timestamps for c in cells], video, rec.video_id, bar)
+            if self._frame_features():
+                times = [c.timestamps for c in cells]
+                np.save(work / "frame_time.npy", np.concatenate(times).astype(np.float64))
+                frames = np.lib.format.open_memmap(work / "frame_video.npy", mode="w+", dtype=np.float16,
+                                                   shape=(sum(len(t) for t in times), encoder.dim))
+                self._encode_frames(reader, times, video, frames, rec.video_id, bar)
+                frames.flush()
+                del frames
+            else:
+                self._encode_clips(reader, [c.timestamps for c in cells], video, rec.video_id, bar)
             video.flush()
             del video
+
+    def _encode_frames(self, reader, timestamps: list[np.ndarray], out: np.ndarray, frames_out: np.ndarray,
+                       video_id: str, bar) -> None:
+        """For an encoder that averages frames: each frame encoded alone (a one-frame clip gives its unit
+        embedding) into `frames_out`, and each cell the normalised sum of its frames' embeddings, which is
+        what encoding the cell as one clip gives, up to float rounding."""
+        frame = 0
+        for start, stop in _batches([len(t) for t in timestamps], self.frames_per_batch):
+            group = timestamps[start:stop]
+            frames = reader.frames_at(np.minimum(np.concatenate(group), reader.duration))
+            unit = np.asarray(self.video_encoder.encode([f[None] for f in frames]), dtype=np.float32)
+            frames_out[frame:frame + len(frames)] = _checked(unit, len(frames), self.video_encoder, video_id)
+            sums = np.add.reduceat(unit, np.r_[0, np.cumsum([len(t) for t in group])[:-1]], axis=0)
+            out[start:stop] = _checked(_unit_rows(sums), len(group), self.video_encoder, video_id)
+            frame += len(frames)
+            bar.update(len(group))
 
     def _encode_clips(self, reader, timestamps: list[np.ndarray], out: np.ndarray, video_id: str, bar) -> None:
         for start, stop in _batches([len(t) for t in timestamps], self.frames_per_batch):
@@ -460,6 +501,17 @@ class FeatureBank:
                                      check_finite, "one row per step, Irrelevant included, as wide as video.npy")
         return video, step_video
 
+    def _load_frame_arrays(self, folder: Path, rec: Recording, dim: int) -> dict[str, np.ndarray]:
+        times = self._frame_times(rec)
+        why = f"one row per 1/fps frame of the cells (fps {self.config.fps})"
+        return {"frame_video": _load_array(folder, "frame_video", rec.video_id, (len(times), dim), False, why),
+                "frame_time": _load_array(folder, "frame_time", rec.video_id, (len(times),), False, why)}
+
+    def _frame_times(self, rec: Recording) -> np.ndarray:
+        cfg = self.config
+        cells = segment_timestamps(0.0, rec.duration, cfg.segment_seconds, cfg.fps, duration=rec.duration)
+        return np.concatenate([c.timestamps for c in cells])
+
     def _load_text_arrays(self, folder: Path, rec: Recording, check_finite: bool) -> dict[str, np.ndarray]:
         k, v = self.config.segment_seconds, rec.video_id
         grid = f"num_cells = ceil(duration {rec.duration} s / segment_seconds {k} s)"
@@ -518,6 +570,11 @@ def _checked(features: Any, n: int, encoder, video_id: str) -> np.ndarray:
         raise ValueError(f"encoder {encoder.identity!r} returned NaN, inf or values beyond float16 range "
                          f"for {video_id}")
     return half
+
+
+def _unit_rows(x: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
 
 
 def _batches(lengths: Sequence[int], budget: int) -> Iterator[tuple[int, int]]:

@@ -72,3 +72,27 @@ def write_external_features(bank_dir: Path, dataset, dim: int, seed: int = 0, wi
         (folder / "meta.json").write_text(json.dumps(meta | ({"dim": dim} if with_dim else {})))
         out[video_id] = video
     return out
+
+
+class FakeFrameVideo:
+    """A frame-averaging encoder (like open_clip's): each frame's mean colour and brightness spread, as a
+    unit vector; a clip is the normalised mean of its frames' vectors."""
+
+    dim, num_frames, averages_frames = 4, 3, True
+
+    def __init__(self, identity: str = "fake-frame-video/1"):
+        self.identity, self.calls, self.shapes = identity, 0, []
+
+    def encode(self, clips):
+        self.calls += 1
+        self.shapes += [c.shape for c in clips]
+        return np.stack([unit(np.stack([unit(self.frame(f)) for f in c]).mean(0)) for c in clips]).astype(np.float32)
+
+    @staticmethod
+    def frame(frame: np.ndarray) -> np.ndarray:
+        pixels = frame.reshape(-1, 3).astype(np.float64) / 255
+        return np.concatenate([pixels.mean(0), [pixels.std() + 0.1]])
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)

@@ -16,7 +16,7 @@ from spacewalk.synthetic import ensure_dataset
 from spacewalk.video import decode_window, dense_timestamps, segment_timestamps
 from spacewalk.windows import TranscriptIndex, Window
 
-from fakes import FakeText, FakeVideo, text_vector
+from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)
@@ -217,6 +217,32 @@ def test_video_bank_on_the_synthetic_set(synthetic_root, tmp_path):
     video_id = next(iter(data.recordings))
     assert decord.build([video_id], progress=False) == [video_id]
     np.testing.assert_allclose(decord.load(video_id).video[:, 3:], bank.load(video_id).video[:, 3:] * [1, 2, 2])
+
+
+def test_a_frame_averaging_encoder_keeps_per_frame_features(synthetic_root, tmp_path):
+    # for sparse frame sampling: every 1 fps frame's feature, and the cells derived from them
+    data = Spacewalk18(synthetic_root)
+    video_id, rec = next(iter(data.recordings.items()))
+    encoder = FakeFrameVideo()
+    bank = FeatureBank(tmp_path / "bank", data, FakeText(), encoder, SMALL, frames_per_batch=30)
+    bank.build([video_id], progress=False)
+    b = bank.load(video_id)
+    # the cells' frames went in one by one (the steps' animations as whole clips), 30 at most per call
+    assert sum(shape[0] == 1 for shape in encoder.shapes) >= len(b.frame_time) > 30
+    n = num_cells(rec.duration, 12.0)
+    np.testing.assert_array_equal(b.frame_time, dense_timestamps(0.0, rec.duration))
+    assert b.frame_video.shape == (len(b.frame_time), FakeFrameVideo.dim) and b.video.shape == (n, FakeFrameVideo.dim)
+    for j in (0, n // 2, n - 1):
+        (clip,) = decode_window(rec.video_path, 12.0 * j, min(12.0 * (j + 1), rec.duration), "segments",
+                                seconds=12.0, size=(32, 32), backend="pyav")
+        np.testing.assert_allclose(b.video[j], encoder.encode([clip.frames])[0], atol=2e-3)  # = the cell as one clip
+        np.testing.assert_allclose(b.frame_video[12 * j], encoder.encode([clip.frames[:1]])[0], atol=2e-3)
+    meta = json.loads((tmp_path / "bank" / video_id / "meta.json").read_text())
+    assert meta["config"]["frame_features"] is True
+    # a clip encoder's bank keeps none (and its meta is what it always was: such banks stay fresh)
+    clips = FeatureBank(tmp_path / "clips", data, FakeText(), FakeVideo(), SMALL)
+    clips.build([video_id], progress=False)
+    assert clips.load(video_id).frame_video is None and not (tmp_path / "clips" / video_id / "frame_video.npy").exists()
 
 
 def test_video_changes_and_a_recording_without_video(synthetic_copy, tmp_path, caplog):

@@ -19,7 +19,7 @@ from spacewalk.spacewalk18 import Spacewalk18
 from spacewalk.synthetic import ensure_dataset
 from spacewalk.windows import TranscriptIndex, context_window
 
-from fakes import FakeText, FakeVideo, text_vector, write_external_features
+from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector, write_external_features
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)
@@ -227,3 +227,67 @@ def test_each_process_collates_its_share_of_the_global_batch(dataset, tmp_path):
     # a one-sample last batch: the second process gets a padding copy that carries no loss
     pad = dm.collate_share("train", 1, 2, [int(np.flatnonzero(label > 0)[0])])
     assert len(pad["label"]) == 1 and int(pad["label"][0]) == 0 and int(pad["labelled_total"]) == 1
+
+
+# ---- sparse and dense frame sampling ----------------------------------------------------------------
+
+
+def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset, tmp_path):
+    from spacewalk.feature_bank import _probe, _resize
+    from spacewalk.video import open_video, sparse_timestamps
+
+    encoder = FakeFrameVideo()
+    dm = make(dataset, tmp_path / "bank", modalities="video+text", video=encoder, frame_sampling="sparse")
+    assert dm.num_frames == FakeFrameVideo.num_frames  # the encoder's count by default
+    rec = dataset.split("test")[0]
+    bank = dm.bank.load(rec.video_id)
+    assert len(bank.frame_video) == len(bank.frame_time) == int(np.ceil(rec.duration))  # 1 fps
+    samples = dataset.step_samples("test")[rec.video_id]
+    height, width, _ = _probe(rec.video_path, rec.video_id)
+    with open_video(rec.video_path, "pyav", _resize(height, width, BANK["frame_size"])) as reader:
+        for i in (0, 41, len(samples) - 1):
+            t = samples[i].timestamp
+            start, end = max(t - 30.0, 0.0), min(t + 30.0, rec.duration)
+            # each of the k timestamps lands on the nearest 1 fps frame, as the bank stores them
+            times = np.ceil(sparse_timestamps(start, end, dm.num_frames) - 0.5)  # ties: the earlier frame
+            expected = encoder.encode([reader.frames_at(np.minimum(times, rec.duration))])[0]
+            np.testing.assert_allclose(dm.splits["test"].clip[i, :4], expected, atol=2e-3)  # float16 bank
+    dense = make(dataset, tmp_path / "bank", modalities="video+text", video=encoder)
+    assert not np.allclose(dense.splits["test"].clip[:, :4], dm.splits["test"].clip[:, :4], atol=1e-2)
+    np.testing.assert_array_equal(dense.splits["test"].clip[:, 4:], dm.splits["test"].clip[:, 4:])  # text alike
+    # the cells (what LFB heads read) are the mean of their frames, as encoding the cell as one clip gives
+    cell = dm.dataset.recordings[rec.video_id]
+    np.testing.assert_allclose(np.asarray(bank.video[1], np.float32),
+                               encoder.encode([reader_frames(cell, np.arange(12.0, 24.0))])[0], atol=2e-3)
+    more = make(dataset, tmp_path / "bank", modalities="video+text", video=encoder, frame_sampling="sparse",
+                num_frames=7)
+    assert more.num_frames == 7 and not np.allclose(more.splits["test"].clip, dm.splits["test"].clip)
+
+
+def reader_frames(rec, times):
+    from spacewalk.feature_bank import _probe, _resize
+    from spacewalk.video import open_video
+
+    height, width, _ = _probe(rec.video_path, rec.video_id)
+    with open_video(rec.video_path, "pyav", _resize(height, width, BANK["frame_size"])) as reader:
+        return reader.frames_at(times)
+
+
+def test_sparse_sampling_needs_a_frame_averaging_encoder(dataset, tmp_path):
+    with pytest.raises(ValueError, match="use frame_sampling=dense") as e:
+        make(dataset, tmp_path / "bank", modalities="video", video=FakeVideo(), frame_sampling="sparse")
+    assert "fake-video/1" in str(e.value)
+    write_external_features(tmp_path / "external", dataset, dim=5)
+    with pytest.raises(ValueError, match="external video features"):
+        make(dataset, tmp_path / "external", modalities="video", frame_sampling="sparse")
+    with pytest.raises(ValueError, match="frame_sampling must be one of"):
+        make(dataset, tmp_path / "bank", frame_sampling="every")
+    with pytest.raises(ValueError, match="num_frames"):
+        make(dataset, tmp_path / "bank", num_frames=0)
+
+
+def test_frame_sampling_leaves_text_only_features_alone(dataset, tmp_path):
+    # text only: sparse asks nothing of a video encoder and changes nothing
+    dense, sparse = make(dataset, tmp_path / "bank"), make(dataset, tmp_path / "bank", frame_sampling="sparse")
+    for split in ("train", "val", "test"):
+        np.testing.assert_array_equal(dense.splits[split].clip, sparse.splits[split].clip)
