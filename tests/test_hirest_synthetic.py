@@ -259,6 +259,55 @@ def test_the_picture_follows_the_steps(root, plan):
     assert np.median(across) > 4 * np.median(within)
 
 
+EDITED = dataclasses.replace(TINY, shot_seconds=(2.0, 5.0), p_continuous_step=0.5, camera_motion=0.02)
+
+
+def test_editing_options_change_the_shots_only():
+    """Off (the defaults), a step has at most one close-up cut, no fade and a camera that does not pan (the
+    version-1 look); on, steps are cut into shots of shot_seconds, some step changes are one take with a
+    cross-fade, shots pan. The annotation, the steps shown and the subtitles stay the same either way."""
+    plain, edited = plan_hirest(TINY), plan_hirest(EDITED)
+    for p, q in zip(plain.videos(), edited.videos()):
+        assert (p.video, p.steps, p.shown, p.sentences) == (q.video, q.steps, q.shown, q.sentences)
+        assert all(s.fade_from is None and s.pan == (0.0, 0.0) for s in p.shots)
+        assert all(sum(st.start < s.start < st.end for s in p.shots) <= 1 for st in p.shown)
+        starts = [s.start for s in q.shots]
+        assert starts == sorted(starts)
+        for shot in q.shots:
+            if shot.fade_from is not None:  # centred on a step start, continuing the take before it
+                assert any(abs(shot.start + shot.fade / 2 - st.start) < 1e-9 for st in q.shown[1:])
+                assert (shot.zoom, shot.shift, shot.seed) == (shot.fade_from.zoom, shot.fade_from.shift,
+                                                              shot.fade_from.seed)
+    shots = [s for q in edited.videos() for s in q.shots if s.kind == "step"]
+    fades = sum(s.fade_from is not None for s in shots)
+    boundaries = sum(len(q.shown) - 1 for q in edited.videos())
+    assert 0.3 * boundaries < fades < 0.7 * boundaries
+    long_steps = [(q, st) for q in edited.videos() for st in q.shown if st.end - st.start >= 8]
+    assert all(sum(st.start < s.start < st.end for s in q.shots) >= 1 for q, st in long_steps)
+    assert any(s.pan != (0.0, 0.0) for s in shots)
+    again = plan_hirest(EDITED)
+    assert [[(s.start, s.zoom, s.seed, s.fade) for s in q.shots] for q in again.videos()] == \
+        [[(s.start, s.zoom, s.seed, s.fade) for s in q.shots] for q in edited.videos()]
+
+
+def test_a_step_change_in_one_take_is_gradual(tmp_path):
+    """At 1 fps the largest one-second change around a cross-faded step start is well below a hard cut's:
+    what makes a frame-difference (SSIM) segmenter miss such boundaries."""
+    root = generate_hirest(tmp_path / "edited", EDITED, progress=False)
+    faded, cut = [], []
+    for p in plan_hirest(EDITED).videos():
+        frames = decode_window(root / VIDEO_DIR / p.video, 0.0, p.duration, "dense", fps=1.0)[0].frames
+        change = np.r_[0.0, np.abs(np.diff(frames.astype(np.float32), axis=0)).mean((1, 2, 3))]
+        for shot in p.shots:
+            if shot.fade_from is not None:
+                b = int(round(shot.start + shot.fade / 2))
+                faded.append(change[max(b - 2, 0):b + 3].max())
+            elif any(st.start == shot.start for st in p.shown[1:]):
+                cut.append(change[int(shot.start)])
+    assert len(faded) >= 5 and len(cut) >= 5
+    assert np.median(faded) < 0.7 * np.median(cut)
+
+
 def test_subtitles_are_whisper_srt(root, plan):
     mentioned, steps = 0, 0
     for p in (p for videos in plan.splits.values() for q in videos.values() for p in q.values()):
@@ -376,7 +425,8 @@ def test_cli_refuses_an_existing_root(root, capsys):
 @pytest.mark.parametrize("bad", [dict(n_val=0), dict(n_train=200), dict(videos_per_query=(2, 1)),
                                  dict(seconds=(10.0, 30.0)), dict(steps_per_moment=(1, 9)),
                                  dict(p_whole=0.7, p_clip_without_steps=0.5), dict(frame_size=30),
-                                 dict(video_fps=0)])
+                                 dict(video_fps=0), dict(shot_seconds=(1.0, 3.0)), dict(shot_seconds=(4.0, 3.0)),
+                                 dict(p_continuous_step=1.5), dict(camera_motion=0.5)])
 def test_bad_options_are_refused(bad):
     with pytest.raises(ValueError):
         HiRESTOptions(**bad)
