@@ -59,7 +59,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.global_batches import GlobalBatchSampler, share
-from spacewalk.feature_bank import BankConfig, FeatureBank
+from spacewalk.feature_bank import BankConfig, FeatureBank, unit_rows
 from spacewalk.spacewalk18 import Recording, Spacewalk18, StepSample
 
 log = logging.getLogger(__name__)
@@ -68,11 +68,6 @@ MODALITIES = ("video", "text", "video+text")
 FRAME_SAMPLINGS = ("dense", "sparse")
 TEXT_POOLS = ("mean", "duration")
 EMPTY_TEXTS = ("zero", "nearest", "widen")
-
-
-def _normalise(x: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(x, axis=-1, keepdims=True)
-    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
 
 
 def window_text_features(sentences: np.ndarray, starts: np.ndarray, ends: np.ndarray, t: np.ndarray,
@@ -115,7 +110,7 @@ def window_text_features(sentences: np.ndarray, starts: np.ndarray, ends: np.nda
                 features, found = pooled(rows, w)
                 out[rows[found]] = features[found]
                 has_speech[rows[found]] = True
-    return _normalise(out)
+    return unit_rows(out)
 
 
 def sparse_window_video(frames: np.ndarray, frame_time: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -134,7 +129,7 @@ def sparse_window_video(frames: np.ndarray, frame_time: np.ndarray, start: np.nd
             right = np.clip(np.searchsorted(frame_time, t), 1, len(frame_time) - 1)
             nearest = np.where(t - frame_time[right - 1] <= frame_time[right] - t, right - 1, right)
         out += np.asarray(frames[nearest], dtype=np.float32)
-    return _normalise(out)
+    return unit_rows(out)
 
 
 @dataclass
@@ -275,7 +270,7 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             elif "video" in self.modalities:
                 video = np.asarray(bank.video, dtype=np.float32)
                 csum = np.concatenate([np.zeros((1, video.shape[1]), np.float64), np.cumsum(video, axis=0)])
-                window_video = _normalise(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None])
+                window_video = unit_rows(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None])
                                           .astype(np.float32))
             if "text" in self.modalities:
                 window_text = window_text_features(bank.sentence_text, bank.sentence_start, bank.sentence_end, t,

@@ -203,12 +203,13 @@ class FeatureBank:
         widths: dict[int, str] = {}
         for video_id in video_ids:
             folder = self.path(self._recording(video_id).video_id)
-            if self._external_meta(video_id) is None:
+            meta = self._external_meta(video_id)
+            if meta is None:
                 raise DataError("video features are wanted but there is no video encoder to build them, and no "
                                 "external features here (a meta.json with \"external\": true): choose an "
                                 "encoder= config with a video encoder, or put external features in this bank "
                                 "(encoder=external, docs/feature_bank.md)", file=folder / META_FILE, item=video_id)
-            dim = self._external_meta(video_id).get("dim")
+            dim = meta.get("dim")
             if dim is None:
                 file = folder / "video.npy"
                 if not file.is_file():
@@ -435,7 +436,7 @@ class FeatureBank:
             unit = np.asarray(self.video_encoder.encode([f[None] for f in frames]), dtype=np.float32)
             frames_out[frame:frame + len(frames)] = _checked(unit, len(frames), self.video_encoder, video_id)
             sums = np.add.reduceat(unit, np.r_[0, np.cumsum([len(t) for t in group])[:-1]], axis=0)
-            out[start:stop] = _checked(_unit_rows(sums), len(group), self.video_encoder, video_id)
+            out[start:stop] = _checked(unit_rows(sums), len(group), self.video_encoder, video_id)
             frame += len(frames)
             bar.update(len(group))
 
@@ -572,7 +573,8 @@ def _checked(features: Any, n: int, encoder, video_id: str) -> np.ndarray:
     return half
 
 
-def _unit_rows(x: np.ndarray) -> np.ndarray:
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """Each row divided by its L2 norm; zero rows stay zero."""
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
     return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
 
