@@ -11,13 +11,14 @@ import sys
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from conftest import REPO
 
 pytestmark = pytest.mark.slow
 
 TINY_DATA = ["+data.options.n_train=6", "+data.options.n_val=3", "+data.options.n_test=3",
-             "+data.options.n_distractors=3", "+data.options.seconds=[20,30]"]
+             "+data.options.n_distractors=3", "data.options.seconds=[20,30]"]
 TINY_MODEL = ["hirest_scale.embed_dim=32", "hirest_scale.hidden_dim=32", "hirest_scale.num_heads=2",
               "hirest_scale.ffn_dim=64", "hirest_scale.max_epochs=2", "model.beam_size=1", "logger=csv"]
 
@@ -82,7 +83,9 @@ def test_joint_model_trains_on_released_features_without_video(tmp_path):
     from spacewalk.hirest_features import ASR_FEATURES_DIR, read_srt
 
     root = tmp_path / "synthetic_hirest"
-    opts = {k.split(".")[-1].split("=")[0]: json.loads(k.split("=")[1]) for k in TINY_DATA}
+    # the options train.py will ask for (the config's, then the test's), or it would regenerate the root
+    opts = OmegaConf.to_container(OmegaConf.load(REPO / "conf/data/hirest.yaml").data.options)
+    opts.update({k.split(".")[-1].split("=")[0]: json.loads(k.split("=")[1]) for k in TINY_DATA})
     dataset = open_hirest(synthetic_root=root, options=opts)
     data = root / "data"
     rng = np.random.default_rng(0)
