@@ -39,8 +39,10 @@ segmenter's best case. Real how-to videos are edited differently, and that is wh
 - `camera_motion`: a hand-held camera pans; each shot drifts at a speed drawn up to this many frame
   widths per second (frames of one shot keep changing a little).
 These draw from a random stream of their own, so switching them on changes the pictures only: the
-annotation, the steps shown and the subtitles stay the same. `docs/hirest.md` lists the setting it reports
-(`shot_seconds=(2, 6), p_continuous_step=0.5, camera_motion=0.02`) and both models' scores on it.
+annotation, the steps shown and the subtitles stay the same. `data=hirest` (conf/data/hirest.yaml) uses
+them (`shot_seconds=(2, 6), p_continuous_step=0.5, camera_motion=0.02`) with videos of 40-150 s
+(`seconds=(40, 150)`: steps as long as the release's against the joint model's 5 s rule); docs/hirest.md
+gives the reasons and both models' scores on that setting and on these defaults.
 
     python -m spacewalk.hirest_synthetic --root data/synthetic_hirest [--seed N] [--overwrite]
 """
