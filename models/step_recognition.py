@@ -215,16 +215,16 @@ class StepRecognitionModule(pl.LightningModule):
         """The training loss (cross-entropy over steps 1..K, samples labelled 1..K) over a whole split, from
         the gathered raw scores: every sample once, whatever the number of processes and batches, so that
         checkpoint selection on val/loss is the same under DDP as in one process."""
-        steps, targets = [], []
+        # videos differ in K: one cross-entropy sum per video, float64 so the order of summation is moot
+        total, count = 0.0, 0
         for video_id, s in scores.items():
             label = np.array([x.label for x in samples[video_id]])
-            steps.append(torch.from_numpy(np.asarray(s[label > 0, 1:], dtype=np.float64)))
-            targets.append(torch.from_numpy(label[label > 0] - 1))
-        if not steps or sum(len(t) for t in targets) == 0:
-            return None
-        # videos differ in K: one cross-entropy sum per video, float64 so the order of summation is moot
-        total = sum(float(F.cross_entropy(x, t, reduction="sum")) for x, t in zip(steps, targets) if len(t))
-        return total / sum(len(t) for t in targets)
+            labelled = label > 0
+            if labelled.any():
+                steps = torch.from_numpy(np.asarray(s[labelled, 1:], dtype=np.float64))
+                total += float(F.cross_entropy(steps, torch.from_numpy(label[labelled] - 1), reduction="sum"))
+                count += int(labelled.sum())
+        return total / count if count else None
 
     def _score_split(self, split: str) -> dict[str, Any] | None:
         gathered = self._gather(split)

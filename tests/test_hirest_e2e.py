@@ -14,6 +14,7 @@ import torch
 from omegaconf import OmegaConf
 
 from conftest import REPO
+from test_configs import compose_train
 
 pytestmark = pytest.mark.slow
 
@@ -83,9 +84,8 @@ def test_joint_model_trains_on_released_features_without_video(tmp_path):
     from spacewalk.hirest_features import ASR_FEATURES_DIR, read_srt
 
     root = tmp_path / "synthetic_hirest"
-    # the options train.py will ask for (the config's, then the test's), or it would regenerate the root
-    opts = OmegaConf.to_container(OmegaConf.load(REPO / "conf/data/hirest.yaml").data.options)
-    opts.update({k.split(".")[-1].split("=")[0]: json.loads(k.split("=")[1]) for k in TINY_DATA})
+    # the options train.py will ask for (the config's with the test's overrides), or it would regenerate the root
+    opts = OmegaConf.to_container(compose_train("data=hirest", *TINY_DATA).data.options)
     dataset = open_hirest(synthetic_root=root, options=opts)
     data = root / "data"
     rng = np.random.default_rng(0)
