@@ -7,10 +7,11 @@ SHARED_DATA ?= $(abspath ../shared/data)
 
 .PHONY: setup demo test
 
+# --no-cache-dir: torch and its CUDA libraries are several GB; a pip cache would hold a second copy.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet --no-cache-dir --upgrade pip
+	$(PY) -m pip install --quiet --no-cache-dir -e ".[dev]"
 	touch $@
 
 setup: $(VENV)/.installed
