@@ -25,7 +25,6 @@ Choices the paper leaves open:
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import torch

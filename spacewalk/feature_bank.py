@@ -16,9 +16,6 @@ import hashlib
 import json
 import logging
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -26,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from spacewalk.errors import DataError
-from spacewalk.io import load_json, write_json
+from spacewalk.io import atomic_dir, load_json, write_json
 from spacewalk.spacewalk18 import FPS, IRRELEVANT_DESCRIPTION, Recording, Spacewalk18, load_transcript
 from spacewalk.video import BACKENDS, dense_timestamps, open_video, segment_timestamps
 from spacewalk.windows import TranscriptIndex, Window
@@ -332,9 +329,7 @@ class FeatureBank:
     # ---- building ---------------------------------------------------------------------------------
 
     def _build_recording(self, rec: Recording, final: Path, with_video: bool, progress: bool) -> None:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
-        try:
+        with atomic_dir(final) as work:  # a stale bank is replaced only once the new one is complete
             meta = self._expected_meta(rec, with_video)  # read before encoding: a source edited mid-build is stale
             arrays = self._text_arrays(rec, progress)
             for name, array in arrays.items():
@@ -346,10 +341,6 @@ class FeatureBank:
             meta |= {"num_cells": num_cells(rec.duration, self.config.segment_seconds),
                      "num_sentences": len(arrays["sentence_start"]), "num_steps": len(rec.steps), "dims": dims}
             write_json(work / META_FILE, meta)  # last: a folder with meta.json is complete
-            _install(work, final)
-        except BaseException:
-            shutil.rmtree(work, ignore_errors=True)
-            raise
 
     def _text_arrays(self, rec: Recording, progress: bool) -> dict[str, np.ndarray]:
         k, duration = self.config.segment_seconds, rec.duration
@@ -609,17 +600,6 @@ def _resize(height: int, width: int, short_side: int | None) -> tuple[int, int] 
         return None
     scale = short_side / min(height, width)
     return max(1, round(height * scale)), max(1, round(width * scale))
-
-
-def _install(work: Path, final: Path) -> None:
-    """Rename the finished folder into place, replacing a stale one (moved aside first, then deleted)."""
-    if final.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
-        os.rename(final, old / final.name)
-        os.rename(work, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(work, final)
 
 
 def _flatten(obj: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:

@@ -54,10 +54,7 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -68,7 +65,7 @@ import numpy as np
 from spacewalk.hirest import (
     CATEGORIES_FILE, MOMENT_GT_FILES, NEGATIVES_FILE, SPLIT_FILE, SPLITS, HiREST, durations,
 )
-from spacewalk.io import load_json, write_text
+from spacewalk.io import atomic_dir, load_json, write_text
 
 log = logging.getLogger(__name__)
 
@@ -846,10 +843,8 @@ def generate_hirest(root: str | Path, options: HiRESTOptions | Mapping[str, Any]
     root = Path(root).absolute()
     if root.exists() and not overwrite:
         raise FileExistsError(f"{root} exists; pass overwrite=True (--overwrite) to replace it")
-    root.parent.mkdir(parents=True, exist_ok=True)
     # Built beside root and renamed at the end: an interrupted generation never leaves a half dataset.
-    work = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".partial", dir=root.parent))
-    try:
+    with atomic_dir(root, replace=overwrite) as work:
         plan = plan_hirest(opts)
         (work / VIDEO_DIR).mkdir(parents=True)
         (work / ASR_DIR).mkdir(parents=True)
@@ -880,10 +875,6 @@ def generate_hirest(root: str | Path, options: HiRESTOptions | Mapping[str, Any]
         write_text(work / RECORD_FILE, json.dumps(_record(opts), indent=4) + "\n")
 
         _check(work, plan)
-        _install(work, root, overwrite)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return root
 
 
@@ -899,22 +890,6 @@ def _check(root: Path, plan: HiRESTPlan) -> None:
     for p in plan.videos():
         if not (root / VIDEO_DIR / p.video).is_file():
             raise RuntimeError(f"synthetic HiREST: {p.video} was not written")
-
-
-def _install(work: Path, root: Path, overwrite: bool) -> None:
-    if not root.exists():
-        try:
-            os.rename(work, root)
-            return
-        except OSError:
-            if not root.exists():
-                raise
-    if not overwrite:
-        raise FileExistsError(f"{root} appeared while generating; not replacing it without overwrite=True")
-    old = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".old", dir=root.parent))
-    os.rename(root, old / root.name)
-    os.rename(work, root)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def ensure_hirest(root: str | Path, options: HiRESTOptions | Mapping[str, Any] | None = None, *,

@@ -1,9 +1,10 @@
-"""Small file helpers shared by every reader and writer: strict JSON loading and atomic writes."""
+"""Small file helpers shared by every reader and writer: strict JSON loading, atomic files and folders."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,41 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextmanager
+def atomic_dir(path: str | Path, replace: bool = True) -> Iterator[Path]:
+    """Yield an empty folder beside `path`; rename it to `path` only if the block succeeds.
+
+    A dataset or feature bank is built whole in the work folder, so an interrupted build never leaves
+    half a folder under the final name (the work folder is deleted on failure). An existing `path` is
+    replaced (moved aside, then deleted) when `replace`; otherwise it is a FileExistsError.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
+    try:
+        yield work
+        _install_dir(work, path, replace)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _install_dir(work: Path, path: Path, replace: bool) -> None:
+    if not path.exists():
+        try:
+            os.rename(work, path)
+            return
+        except OSError:
+            if not path.exists():  # not a race with another writer: a real error
+                raise
+    if not replace:
+        raise FileExistsError(f"{path} appeared while it was being written; not replacing it")
+    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+    os.rename(path, old / path.name)
+    os.rename(work, path)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_json(path: str | Path, obj: Any, indent: int | None = 2) -> Path:

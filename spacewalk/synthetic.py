@@ -20,9 +20,6 @@ import dataclasses
 import io
 import json
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from datetime import date, timedelta
 from fractions import Fraction
@@ -31,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from spacewalk.io import load_json, write_json, write_text
+from spacewalk.io import atomic_dir, load_json, write_json, write_text
 from spacewalk.sampler import step_samples
 from spacewalk.spacewalk18 import (
     ANNOTATION_FILE, FPS, IRRELEVANT_DESCRIPTION, NOT_ANNOTATED, QUESTION_FILE, RETRIEVAL_DIR, SPLIT_FILE,
@@ -758,10 +755,8 @@ def generate(root: str | Path, seed: int = 0, *, overwrite: bool = False, progre
     root = Path(root).absolute()
     if root.exists() and not overwrite:
         raise FileExistsError(f"{root} exists; pass overwrite=True (--overwrite) to replace it")
-    root.parent.mkdir(parents=True, exist_ok=True)
     # Built beside root and renamed at the end: an interrupted generation never leaves a half dataset.
-    work = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".partial", dir=root.parent))
-    try:
+    with atomic_dir(root, replace=overwrite) as work:
         sizes = {"train": opts.n_train, "val": opts.n_val, "test": opts.n_test}
         ids = _video_ids(seed, sum(sizes.values()))
         splits, i = {}, 0
@@ -806,10 +801,6 @@ def generate(root: str | Path, seed: int = 0, *, overwrite: bool = False, progre
         write_json(work / RECORD_FILE, _record(seed, opts), indent=4)
 
         _check(work)
-        _install(work, root, overwrite)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return root
 
 
@@ -822,22 +813,6 @@ def _check(root: Path) -> None:
         for rec in data.split(split):
             rec.transcript  # noqa: B018  (parses and validates the CSV)
     data.questions()
-
-
-def _install(work: Path, root: Path, overwrite: bool) -> None:
-    if not root.exists():
-        try:
-            os.rename(work, root)
-            return
-        except OSError:
-            if not root.exists():
-                raise
-    if not overwrite:
-        raise FileExistsError(f"{root} appeared while generating; not replacing it without overwrite=True")
-    old = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".old", dir=root.parent))
-    os.rename(root, old / root.name)
-    os.rename(work, root)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def ensure_dataset(root: str | Path, seed: int = 0, **options: Any) -> Path:

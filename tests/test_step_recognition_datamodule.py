@@ -14,7 +14,6 @@ from datamodules.step_recognition import StepRecognitionDataModule, window_text_
 from models.heads import LinearHead
 from models.step_recognition import StepRecognitionModule
 from spacewalk.errors import DataError
-from spacewalk.feature_bank import BankConfig
 from spacewalk.spacewalk18 import Spacewalk18
 from spacewalk.synthetic import ensure_dataset
 from spacewalk.windows import TranscriptIndex, context_window

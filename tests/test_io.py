@@ -1,0 +1,36 @@
+"""spacewalk.io.atomic_dir: a folder appears whole under its final name or not at all."""
+
+import pytest
+
+from spacewalk.io import atomic_dir
+
+
+def test_atomic_dir_installs_replaces_and_cleans_up(tmp_path):
+    final = tmp_path / "bank"
+    with atomic_dir(final) as work:
+        assert not final.exists()  # nothing under the final name while it is being built
+        (work / "a.txt").write_text("one")
+    assert (final / "a.txt").read_text() == "one"
+
+    with pytest.raises(RuntimeError, match="interrupted"):
+        with atomic_dir(final) as work:
+            (work / "a.txt").write_text("two")
+            raise RuntimeError("interrupted")
+    assert (final / "a.txt").read_text() == "one"  # the old folder is untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bank"]  # no work folder left behind
+
+    with atomic_dir(final) as work:  # replace=True by default
+        (work / "b.txt").write_text("two")
+    assert sorted(p.name for p in final.iterdir()) == ["b.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bank"]  # the moved-aside old copy is deleted
+
+
+def test_atomic_dir_without_replace_keeps_a_folder_that_appeared(tmp_path):
+    final = tmp_path / "dataset"
+    with pytest.raises(FileExistsError, match="dataset appeared while it was being written"):
+        with atomic_dir(final, replace=False) as work:
+            (work / "x").write_text("new")
+            final.mkdir()  # another writer got there first
+            (final / "y").write_text("theirs")
+    assert sorted(p.name for p in final.iterdir()) == ["y"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dataset"]
