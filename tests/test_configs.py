@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import hydra
 import pytest
 from hydra import compose, initialize_config_dir
