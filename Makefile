@@ -16,9 +16,10 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# The main job on the embedded default (the synthetic dataset is generated on first use).
+# The main job, LFB Cat at w = 5 min, on the embedded default (the synthetic dataset and its feature bank
+# are built on first use); it ends with the test metrics and the run directory.
 demo: setup
-	$(PY) evaluate.py
+	$(PY) train.py model=lfb_cat context=5min
 
 # The real annotations are read from $(SHARED_DATA) when it exists (tests that need them skip otherwise).
 test: setup

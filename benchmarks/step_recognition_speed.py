@@ -38,8 +38,8 @@ SYNTHETIC = dict(n_train=2, n_val=1, n_test=1, progress=False)
 
 
 def dataset_for(root: str | None, scratch: Path):
-    from spacewalk.spacewalk18 import Spacewalk18
-    from spacewalk.synthetic import ensure_dataset
+    from spacewalk.spacewalk18.dataset import Spacewalk18
+    from spacewalk.spacewalk18.synthetic import ensure_dataset
 
     return Spacewalk18(root) if root else Spacewalk18(ensure_dataset(scratch / "synthetic", seed=0, **SYNTHETIC))
 
@@ -57,8 +57,8 @@ def bank_build_times(dataset, scratch: Path, video: bool) -> None:
     print(f"bank build, text (MiniLM), {rec.video_id} ({rec.duration / 3600:.2f} h, {len(rec.transcript)} sentences): "
           f"{seconds:.1f} s")
     if video:
-        from spacewalk.synthetic import ensure_dataset
-        from spacewalk.spacewalk18 import Spacewalk18
+        from spacewalk.spacewalk18.synthetic import ensure_dataset
+        from spacewalk.spacewalk18.dataset import Spacewalk18
 
         synthetic = Spacewalk18(ensure_dataset(scratch / "synthetic-video", seed=0, **SYNTHETIC))
         rec = synthetic.split("train")[0]
@@ -132,7 +132,7 @@ def one_recipe(root: str | None, scratch: Path, recipe: str, context: float, ste
 def naive_route(root: str | None, scratch: Path, context: float, n: int = 64) -> float:
     """Samples/s when every sample's window transcript is encoded from scratch (no bank)."""
     from spacewalk.encoders import minilm_text_encoder
-    from spacewalk.windows import TranscriptIndex, context_window
+    from spacewalk.spacewalk18.windows import TranscriptIndex, context_window
 
     dataset = dataset_for(root, scratch)
     encoder = minilm_text_encoder()

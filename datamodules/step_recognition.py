@@ -60,7 +60,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from datamodules.global_batches import global_batch_sampler, share
 from spacewalk.feature_bank import BankConfig, FeatureBank, unit_rows
-from spacewalk.spacewalk18 import Recording, Spacewalk18, StepSample
+from spacewalk.spacewalk18.dataset import Recording, Spacewalk18, StepSample
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ class StepRecognitionDataModule(pl.LightningDataModule):
                     f"frame_sampling='sparse' pools k frames spread over each window from the bank's per-frame "
                     f"features, which only encoders that average frame embeddings have (open_clip, thumbnail); "
                     f"{what} would need one encoder call on k decoded frames per sample and context length, "
-                    "which the bank cannot precompute: use frame_sampling=dense (model.frame_sampling=dense)")
+                    "which the bank cannot precompute: use datamodule.frame_sampling=dense")
             self.num_frames = num_frames or int(video_encoder.num_frames)
         self.splits: dict[str, _SplitIndex] = {}
         self.cell_features: dict[str, list[np.ndarray]] = {}  # per split: [num_cells, D] per recording (if cells)

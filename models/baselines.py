@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from spacewalk.spacewalk18 import NOT_ANNOTATED, Recording, Spacewalk18, StepSample, frame_of
+from spacewalk.spacewalk18.dataset import NOT_ANNOTATED, Recording, Spacewalk18, StepSample, frame_of
 
 
 class RandomBaseline:

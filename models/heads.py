@@ -7,8 +7,8 @@ paper's G_theta: a linear map into the D-dimensional step space.
 
 Each head class says whether it reads the window's cells (`reads_cells`). The cells are by far the
 largest part of a batch ([B, M, D]: 160 MB at B = 2048, w = 5 min, D = 768), so the DataModule builds
-them only for heads that read them (spacewalk/training.py asks `reads_cells` of the configured head
-class before anything is built).
+them only for heads that read them (spacewalk/training/step_recognition.py asks `reads_cells` of the
+configured head class before anything is built).
 
 Choices the paper leaves open:
 - G_theta starts as the identity on the block that is already in step space (the clip for the

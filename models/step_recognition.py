@@ -40,10 +40,10 @@ from torch import nn
 from models.heads import head_reads_cells
 from models.irrelevant_threshold import OBJECTIVES, Objective, apply_threshold, fit_threshold
 from spacewalk.io import write_json
-from spacewalk.metrics import step_recognition_metrics
-from spacewalk.predictions import write_step_predictions
-from spacewalk.spacewalk18 import Recording, StepSample
-from spacewalk.step_recognition_metric import StepRecognitionMetric
+from spacewalk.spacewalk18.scoring import step_recognition_metrics
+from spacewalk.spacewalk18.predictions import write_step_predictions
+from spacewalk.spacewalk18.dataset import Recording, StepSample
+from spacewalk.spacewalk18.step_recognition_metric import StepRecognitionMetric
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +55,7 @@ class StepRecognitionModule(pl.LightningModule):
     def __init__(self, head: nn.Module, optimizer: Callable[..., torch.optim.Optimizer] | None = None,
                  scheduler: Callable[..., Any] | None = None, temperature: float = 0.05, normalize: bool = True,
                  irrelevant: Literal["threshold", "argmax"] = "threshold", tau_objective: Objective = "macro_f1",
-                 output_dir: str | Path | None = None, batch_size: int | None = None,
-                 text_pool: str | None = None, empty_text: str | None = None, frame_sampling: str | None = None,
-                 num_frames: int | None = None):
-        """`batch_size` is the recipe's batch size: unused here, recorded with the hyper-parameters and
-        read by the data config (`${model.batch_size}`), so `model=lfb_nl` brings the paper's 512.
-        `text_pool` and `empty_text` likewise: how the recipe wants the window transcript feature pooled
-        (datamodules/step_recognition.py), read by the data config; None leaves the data config's default.
-        `frame_sampling` and `num_frames` likewise, for the window's video feature (sparse or dense)."""
+                 output_dir: str | Path | None = None):
         super().__init__()
         if irrelevant not in IRRELEVANT_MODES:
             raise ValueError(f"irrelevant must be one of {IRRELEVANT_MODES}, got {irrelevant!r}")
@@ -142,12 +135,16 @@ class StepRecognitionModule(pl.LightningModule):
         if n:
             self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=n)
         world = self.trainer.world_size if self._trainer is not None else 1
-        total = batch.get("labelled_total")
-        if world > 1 and total is not None and n:
-            # this process holds n of the global batch's `total` labelled samples; DDP averages the
-            # processes' gradients, so weighting its mean by n * world / total makes that average the
-            # gradient of the global batch's mean, as one process computes it (datamodules/global_batches.py)
-            loss = loss * (n * world / int(total))
+        return self.share_of_global_loss(loss, n, batch.get("labelled_total"), world)
+
+    @staticmethod
+    def share_of_global_loss(loss: torch.Tensor, n: int, total: torch.Tensor | int | None,
+                             world_size: int) -> torch.Tensor:
+        """This process holds n of the global batch's `total` labelled samples (datamodules/global_batches.py);
+        DDP averages the processes' gradients, so weighting its mean by n * world / total makes that average
+        the gradient of the global batch's mean, as one process computes it."""
+        if world_size > 1 and total is not None and n:
+            return loss * (n * world_size / int(total))
         return loss
 
     def _eval_step(self, split: str, batch: dict[str, torch.Tensor]) -> None:

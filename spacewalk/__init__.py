@@ -1,3 +1,10 @@
-"""spacewalk: the domain library (formats, samplers, windows, decoding, metrics), usable without Lightning."""
+"""spacewalk: the domain library, usable without Lightning and Hydra (docs/architecture.md).
+
+Shared machinery at the top: `errors`, `fields` (validated JSON fields), `io` (atomic files), `video`
+(decoding), `encoders` (frozen text and video encoders), `feature_bank` (per-recording features),
+`timeline` (pictures). One subpackage per benchmark: `spacewalk18`, `hirest`. The training layer, the only
+place that knows Lightning or Hydra: `training`. Command-line tools: `python -m spacewalk.score`,
+`spacewalk.samples`, `spacewalk.download`.
+"""
 
 __version__ = "0.1.0"

@@ -77,7 +77,7 @@ RELEASES = {
 
 def hirest_videos(root: Path) -> dict[str, str]:
     """<id>.mp4 -> YouTube URL for every video the HiREST annotations name (distractors included)."""
-    from spacewalk.hirest import HiREST, video_id
+    from spacewalk.hirest.dataset import HiREST, video_id
 
     return {v: f"https://www.youtube.com/watch?v={video_id(v)}" for v in HiREST(root).videos()}
 
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _validate_spacewalk18(root: Path):
-    from spacewalk.spacewalk18 import Spacewalk18
+    from spacewalk.spacewalk18.dataset import Spacewalk18
 
     dataset = Spacewalk18(root)
     for split in ("train", "val", "test"):
@@ -195,7 +195,7 @@ def _validate_spacewalk18(root: Path):
 
 
 def _validate_hirest(root: Path):
-    from spacewalk.hirest import HiREST
+    from spacewalk.hirest.dataset import HiREST
 
     dataset = HiREST(root)
     for split in ("train", "val", "test"):

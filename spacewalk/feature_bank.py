@@ -24,9 +24,9 @@ import numpy as np
 
 from spacewalk.errors import DataError
 from spacewalk.io import atomic_dir, load_json, write_json
-from spacewalk.spacewalk18 import FPS, IRRELEVANT_DESCRIPTION, Recording, Spacewalk18, load_transcript
+from spacewalk.spacewalk18.dataset import FPS, IRRELEVANT_DESCRIPTION, Recording, Spacewalk18, load_transcript
 from spacewalk.video import BACKENDS, dense_timestamps, open_video, segment_timestamps
-from spacewalk.windows import TranscriptIndex, Window
+from spacewalk.spacewalk18.windows import TranscriptIndex, Window
 
 if TYPE_CHECKING:  # the interface lives with the encoders; importing it at run time would pull in torch
     from spacewalk.encoders import TextEncoder, VideoEncoder

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from spacewalk.errors import DataError
 from spacewalk.io import write_json
-from spacewalk.sampler import SAMPLES_PER_VIDEO, recording_step_samples
-from spacewalk.spacewalk18 import SPLITS, Spacewalk18, samples_to_json
+from spacewalk.spacewalk18.sampler import SAMPLES_PER_VIDEO, recording_step_samples
+from spacewalk.spacewalk18.dataset import SPLITS, Spacewalk18, samples_to_json
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,9 +31,9 @@ HIREST_SPLITS = ("val", "test")
 
 def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str) -> dict[str, Any]:
     # imported here so `--help` and argument errors answer at once
-    from spacewalk import metrics
-    from spacewalk import predictions as pred_files
-    from spacewalk.spacewalk18 import Spacewalk18
+    from spacewalk.spacewalk18 import scoring as metrics
+    from spacewalk.spacewalk18 import predictions as pred_files
+    from spacewalk.spacewalk18.dataset import Spacewalk18
 
     dataset = Spacewalk18(root)
     if task == "step_recognition":
@@ -66,7 +66,7 @@ def _spacewalk18(args: argparse.Namespace) -> dict[str, Any]:
 def hirest_files(task: str, root: Path | None, split: str | None, gt: Path | None,
                  categories: Path | None) -> tuple[Path, Path]:
     """The GT file and categories file of a HiREST task: given, or the official ones under `root`."""
-    from spacewalk.hirest import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE
+    from spacewalk.hirest.dataset import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE
 
     if root is None and (gt is None or categories is None):
         raise UsageError("hirest needs --root, or both --gt and --categories")
@@ -83,7 +83,7 @@ def hirest_files(task: str, root: Path | None, split: str | None, gt: Path | Non
 
 def score_hirest(task: str, predictions: Path, gt: Path, categories: Path, preprocess: bool = True,
                  nms_order: str = "introsort", frame_dir: Path | None = None) -> dict[str, Any]:
-    from spacewalk import hirest_metrics
+    from spacewalk.hirest import scoring as hirest_metrics
 
     if task == "moment_segmentation":
         return hirest_metrics.score_moment_segmentation(predictions, gt, categories, preprocess=preprocess,
@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from spacewalk.captioning_metrics import ScorerUnavailable
+    from spacewalk.hirest.captioning_scores import ScorerUnavailable
 
     parser = build_parser()
     args = parser.parse_args(argv)

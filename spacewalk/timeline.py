@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from spacewalk.io import atomic_path
-from spacewalk.spacewalk18 import FPS, NOT_ANNOTATED, Recording, StepSample
+from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, StepSample
 
 
 def predicted_intervals(recording: Recording, frames: np.ndarray) -> np.ndarray:

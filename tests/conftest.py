@@ -39,8 +39,8 @@ def write_tiny_root(root: Path, n_samples: int = 30) -> Path:
     import csv
 
     from spacewalk.io import write_json
-    from spacewalk.sampler import step_samples
-    from spacewalk.spacewalk18 import IRRELEVANT_DESCRIPTION, Segment, frame_of, samples_to_json
+    from spacewalk.spacewalk18.sampler import step_samples
+    from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Segment, frame_of, samples_to_json
 
     bounds = [(0, 10, -1), (10, 40, 1), (40, 50, 0), (50, 80, 2), (80, 90, -1), (90, 100, 1), (100, 120, -1)]
     segments = [Segment(float(s), float(e), frame_of(s), frame_of(e), label) for s, e, label in bounds]

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from spacewalk import download, samples
+from spacewalk import download
+
+from spacewalk import samples
 
 
 def test_samples_cli_reproduces_the_official_file(real_spacewalk18_root, tmp_path):

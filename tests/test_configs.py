@@ -7,11 +7,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
+import spacewalk.training  # noqa: F401  (the config resolvers)
 from conftest import REPO
 
 CONF = str(REPO / "conf")
 MODELS = sorted(p.stem for p in (REPO / "conf/model").glob("*.yaml"))
-CONTEXTS = sorted(p.stem for p in (REPO / "conf/context").glob("*.yaml"))
+# the paper's context lengths (BENCHMARKS 1.3) and one that is not
+CONTEXTS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min", "1.5h"]
 
 
 def compose_train(*overrides: str):
@@ -21,13 +23,16 @@ def compose_train(*overrides: str):
 
 
 
+def compose_evaluate(*overrides: str):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose(config_name="evaluate", overrides=list(overrides), return_hydra_config=True)
+
+
 def model_target(name: str) -> str | None:
-    """The _target_ of conf/model/<name>.yaml, following its defaults list to the config it extends."""
-    cfg = OmegaConf.load(REPO / "conf/model" / f"{name}.yaml")
-    if "_target_" in cfg:
-        return cfg._target_
-    parents = [d for d in cfg.get("defaults", []) if isinstance(d, str) and d != "_self_"]
-    return model_target(parents[0]) if parents else None
+    """The _target_ of the model node that model=<name> composes (following its defaults lists)."""
+    cfg = compose_train(f"model={name}") if name not in ("hirest_heuristics",) else compose_evaluate(
+        "data=hirest", f"model={name}")
+    return cfg.model.get("_target_")
 
 
 # the step-recognition recipes (conf/model also holds the baselines and other benchmarks' models)
@@ -44,15 +49,16 @@ def test_every_recipe_builds(model):
     with open_dict(cfg.model):
         cfg.model.head.dim = 16
     module = hydra.utils.instantiate(cfg.model)
-    assert module.hparams.batch_size == cfg.model.batch_size
+    assert type(module.head).__name__ == cfg.model.head._target_.rsplit(".", 1)[1]
+    assert (module.hparams.temperature, module.hparams.irrelevant) == (cfg.model.temperature, cfg.model.irrelevant)
 
 
 def test_paper_hyper_parameters():
-    lfb_nl, lfb_cat, lfb_tf = (compose_train(f"model={m}").model for m in ("lfb_nl", "lfb_cat", "lfb_tf"))
+    lfb_nl, lfb_cat, lfb_tf = (compose_train(f"model={m}") for m in ("lfb_nl", "lfb_cat", "lfb_tf"))
     # lr 1e-4 instead of the paper's 1e-3, chosen on val (conf/model/lfb_nl.yaml)
-    assert (lfb_nl.optimizer.lr, lfb_nl.batch_size, lfb_nl.temperature) == (1e-4, 512, 0.1)
-    assert (lfb_cat.optimizer.lr, lfb_cat.batch_size) == (1e-4, 2048)
-    assert (lfb_tf.optimizer.lr, lfb_tf.batch_size) == (1e-4, 512)
+    assert (lfb_nl.model.optimizer.lr, lfb_nl.datamodule.batch_size, lfb_nl.model.temperature) == (1e-4, 512, 0.1)
+    assert (lfb_cat.model.optimizer.lr, lfb_cat.datamodule.batch_size) == (1e-4, 2048)
+    assert (lfb_tf.model.optimizer.lr, lfb_tf.datamodule.batch_size) == (1e-4, 512)
     assert compose_train().trainer.max_epochs == 20
 
 
@@ -70,17 +76,27 @@ def test_zero_shot_choices_reach_the_datamodule_and_the_paper_variant_keeps_the_
 def test_lfb_cat_defaults_and_the_paper_settings_stay_reachable():
     cat = compose_train("model=lfb_cat").model
     assert (cat.head.identity_on, cat.head.normalize_blocks, cat.temperature) == ("all", True, 0.1)
-    paper = compose_train("model=lfb_cat", "model.head.identity_on=query", "model.head.normalize_blocks=false",
-                          "model.temperature=0.05").model
+    paper = compose_train("experiment=paper_lfb_cat").model
+    assert paper == compose_train("model=lfb_cat", "model.head.identity_on=query", "model.head.normalize_blocks=false",
+                                  "model.temperature=0.05").model
     with open_dict(paper):
         paper.head.dim = 16
     module = hydra.utils.instantiate(paper)
     assert module.hparams.temperature == 0.05 and not module.head.normalize_blocks
 
 
+def test_the_paper_lfb_nl_experiment_changes_only_lr_and_temperature():
+    ours, paper = compose_train("model=lfb_nl"), compose_train("experiment=paper_lfb_nl")
+    assert (paper.model.optimizer.lr, paper.model.temperature) == (1e-3, 0.05)
+    with open_dict(ours):
+        ours.model.optimizer.lr, ours.model.temperature = 1e-3, 0.05
+    assert OmegaConf.to_container(ours.model) == OmegaConf.to_container(paper.model)
+    assert ours.datamodule == paper.datamodule
+
+
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_contexts(context):
-    from spacewalk.windows import parse_duration
+    from spacewalk.spacewalk18.windows import parse_duration
 
     cfg = compose_train(f"context={context}")
     assert cfg.datamodule.context_seconds == parse_duration(context)
@@ -96,11 +112,6 @@ def test_ddp_trainer():
     assert (cfg.trainer.strategy, cfg.trainer.devices, cfg.trainer.num_nodes) == ("ddp", 8, 2)
 
 
-def compose_evaluate(*overrides: str):
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return compose(config_name="evaluate", overrides=list(overrides), return_hydra_config=True)
-
-
 def test_hirest_joint_composes_with_the_synthetic_scale_and_the_paper_sizes():
     synthetic = compose_train("data=hirest", "model=hirest_joint")
     assert synthetic.hydra.runtime.choices.encoder == "thumbnail"  # data=hirest picks its encoder
@@ -109,7 +120,7 @@ def test_hirest_joint_composes_with_the_synthetic_scale_and_the_paper_sizes():
     assert synthetic.trainer.gradient_clip_val == 5.0 and synthetic.trainer.use_distributed_sampler is False
     release = compose_train("data=hirest_release", "data.root=/x", "model=hirest_joint")
     assert (release.model.hidden_dim, release.model.num_heads, release.model.ffn_dim) == (768, 12, 3072)
-    assert (release.model.lr, release.trainer.max_epochs, release.model.batch_size) == (1e-5, 50, 5)
+    assert (release.model.lr, release.trainer.max_epochs, release.datamodule.batch_size) == (1e-5, 50, 5)
     assert release.features.source == "released"
     with open_dict(synthetic.model):
         synthetic.model.video_dim, synthetic.model.query_dim, synthetic.model.asr_dim = 12, 8, 384

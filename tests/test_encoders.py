@@ -267,10 +267,11 @@ def test_auto_device():
 
 # ---------------------------------------------------------------------------------------------- configs
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "encoder"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
-@pytest.mark.parametrize("name", ["minilm", "clip_vit_b32", "eva02_clip", "xclip", "videomae"])
+@pytest.mark.parametrize("name", ["encoder/minilm", "encoder/clip_vit_b32", "encoder/eva02_clip", "encoder/xclip",
+                                  "encoder/videomae", "encoder/thumbnail", "text_encoder/minilm"])
 def test_encoder_configs_name_real_parameters(name, monkeypatch):
     import inspect
 
@@ -281,8 +282,12 @@ def test_encoder_configs_name_real_parameters(name, monkeypatch):
                 "SPACEWALK_VIDEOMAE_WEIGHTS"):
         monkeypatch.delenv(var, raising=False)
     cfg = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"), resolve=True)
-    assert set(cfg) == {"video", "text"}
-    assert (cfg["video"] is None) == (name == "minilm")
+    if name.startswith("text_encoder/"):
+        cfg = {"video": None, "text": cfg}
+    else:
+        assert set(cfg) == {"video"}  # the text side is the text_encoder group's
+        assert (cfg["video"] is None) == (name == "encoder/minilm")
+        cfg["text"] = None
     for part in filter(None, (cfg["video"], cfg["text"])):
         params = inspect.signature(get_method(part["_target_"])).parameters
         assert set(part) - {"_target_"} <= set(params), part
@@ -292,5 +297,5 @@ def test_minilm_config_instantiates_offline():
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    text = instantiate(OmegaConf.load(CONF / "minilm.yaml").text, device="cpu")
+    text = instantiate(OmegaConf.load(CONF / "text_encoder" / "minilm.yaml"), device="cpu")
     assert text.dim == 384 and text.encode(["hello"]).shape == (1, 384)

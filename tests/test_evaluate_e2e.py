@@ -10,8 +10,8 @@ import pytest
 
 from conftest import REPO
 from spacewalk import score
-from spacewalk.predictions import read_step_predictions
-from spacewalk.spacewalk18 import Spacewalk18
+from spacewalk.spacewalk18.predictions import read_step_predictions
+from spacewalk.spacewalk18.dataset import Spacewalk18
 
 SMALL = ["+data.n_train=2", "+data.n_val=1", "+data.n_test=2", "+data.minutes=[4,5]",
          "+data.steps_per_video=[3,5]", "+data.samples_per_video=300", "+data.retrieval_samples_per_video=20",

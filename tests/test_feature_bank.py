@@ -10,10 +10,10 @@ import pytest
 
 from spacewalk.errors import DataError
 from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, num_cells
-from spacewalk.spacewalk18 import IRRELEVANT_DESCRIPTION, Spacewalk18
-from spacewalk.synthetic import ensure_dataset
+from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
+from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.video import decode_window, dense_timestamps, segment_timestamps
-from spacewalk.windows import TranscriptIndex, Window
+from spacewalk.spacewalk18.windows import TranscriptIndex, Window
 
 from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector
 

@@ -42,21 +42,38 @@ def test_shares_partition_the_global_batch_and_pad_an_empty_share():
         share(batch, 2, 2)
 
 
-def test_weighted_shares_average_to_the_gradient_of_the_global_mean():
-    # StepRecognitionModule.training_step's weighting, checked against one process: the shares hold
-    # 3 and 1 labelled samples (plus Irrelevant ones that carry no loss)
+def test_weighted_shares_average_to_the_gradient_of_the_global_mean(tmp_path):
+    # real shares (the DataModule's collate_share), the real forward, loss and weighting of training_step:
+    # DDP's average of two processes' gradients equals one process's gradient on the global batch
+    from datamodules.step_recognition import StepRecognitionDataModule
+    from models.heads import LinearHead
+    from spacewalk.spacewalk18.dataset import Spacewalk18
+    from spacewalk.spacewalk18.synthetic import ensure_dataset
+
+    from fakes import FakeText
+
+    dataset = Spacewalk18(ensure_dataset(tmp_path / "sw18", seed=0, n_train=2, n_val=1, n_test=1, minutes=(3, 4),
+                                         steps_per_video=(3, 4), samples_per_video=40, progress=False))
+    dm = StepRecognitionDataModule(dataset, tmp_path / "bank", text_encoder=FakeText(), context_seconds=60.0,
+                                   cells=False)
+    dm.setup()
     torch.manual_seed(0)
-    logits = torch.randn(8, 5, requires_grad=True)
-    label = torch.tensor([1, 0, 2, 4, 0, 0, 3, 0])
-    full, _ = StepRecognitionModule.step_loss(logits, label)
-    (expected,) = torch.autograd.grad(full, logits)
-    world, total = 2, int((label > 0).sum())
-    grads = []
-    for part in (slice(0, 4), slice(4, 8)):
-        loss, n = StepRecognitionModule.step_loss(logits[part], label[part])
-        (g,) = torch.autograd.grad(loss * (n * world / total), logits)
-        grads.append(g)
-    torch.testing.assert_close((grads[0] + grads[1]) / world, expected)  # DDP's average
+    module = StepRecognitionModule(LinearHead(dm.feature_dim, identity_init=False))
+    # a global batch of both recordings, its labelled samples unevenly shared between the two processes
+    global_batch = list(range(0, 80, 3))
+
+    def gradient(batch, world):
+        logits = module(batch)
+        loss, n = module.step_loss(logits, batch["label"])
+        weighted = module.share_of_global_loss(loss, n, batch["labelled_total"], world)
+        return torch.autograd.grad(weighted, list(module.parameters()))
+
+    expected = gradient(dm.collate_share("train", 0, 1, global_batch), world=1)
+    shares = [gradient(dm.collate_share("train", rank, 2, global_batch), world=2) for rank in range(2)]
+    labelled = [int((dm.collate_share("train", r, 2, global_batch)["label"] > 0).sum()) for r in range(2)]
+    assert labelled[0] != labelled[1]  # unequal shares: an unweighted average would be wrong
+    for whole, *parts in zip(expected, *shares):
+        torch.testing.assert_close(sum(parts) / 2, whole)  # DDP's average
 
 
 def test_split_loss_is_the_mean_cross_entropy_over_labelled_samples():

@@ -134,6 +134,18 @@ def test_non_local_attends_only_to_history_and_future():
         torch.testing.assert_close(out[0], lone)
         assert torch.isfinite(out).all()
 
+        # sample 1 (4 cells, the query is cell 1): the same blocks on a context packed by hand
+        x = head.project(batch["cells"][1] + head.position(batch["query_pos"][1:], 4)[0])
+
+        def attend(rows):
+            query, context = x[1:2], x[rows][None]
+            for block in head.blocks:
+                query = block(query, context, torch.ones(1, len(rows), dtype=torch.bool))
+            return query[0]
+
+        torch.testing.assert_close(out[1], attend([0, 2, 3]))  # history and future only
+        assert not torch.allclose(out[1], attend([0, 1, 2, 3]), atol=1e-4)  # its own key would change it
+
 
 def test_transformer_uses_the_key_padding_mask():
     head = randomised(LFBTransformer(D, nhead=4, dim_feedforward=32))

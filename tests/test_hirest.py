@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from spacewalk.errors import DataError
-from spacewalk.hirest import HiREST, load_moment_gt, load_split
+from spacewalk.hirest.dataset import HiREST, load_moment_gt, load_split
 
 
 def test_real_release_counts(real_hirest_root):

@@ -14,8 +14,8 @@ import torch
 from fakes import text_vector
 
 from datamodules.hirest import HiRESTDataModule, RoundRobinBatchSampler, step_boundaries
-from models.hirest_joint import TASKS, caption_tokenizer, step_frame_indices
-from spacewalk.hirest import HiREST
+from spacewalk.hirest.joint_model_io import TASKS, caption_tokenizer, step_frame_indices
+from spacewalk.hirest.dataset import HiREST
 from spacewalk.io import write_json
 
 HEADINGS = ("cut the onion", "boil the water", "add some salt")

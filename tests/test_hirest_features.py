@@ -10,7 +10,7 @@ import torch
 from fakes import FakeText
 from spacewalk.encoders import ThumbnailVideoEncoder
 from spacewalk.errors import DataError
-from spacewalk.hirest_features import (ASR_FEATURES_DIR, FRAMES_DIR, HiRESTFeatures, Subtitle, extract_features,
+from spacewalk.hirest.features import (ASR_FEATURES_DIR, FRAMES_DIR, HiRESTFeatures, Subtitle, extract_features,
                                        extracted_features, per_second, read_srt, released_features, write_srt)
 from test_video import write_video
 

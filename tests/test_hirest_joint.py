@@ -16,10 +16,10 @@ import torch
 from test_hirest_datamodule import FakeFeatures, write_hirest_root
 
 from datamodules.hirest import HiRESTDataModule
-from models.hirest_joint import (PREDICTION_FILES, TASKS, CaptionDecoder, HiRESTJointModule, JointEncoder,
-                                 beam_search, boundaries_to_steps, caption_tokenizer, decode_caption, peak_span,
-                                 time_to_frame)
-from spacewalk.hirest import HiREST
+from models.hirest_joint import (CaptionDecoder, HiRESTJointModule, JointEncoder, beam_search, boundaries_to_steps,
+                                 peak_span)
+from spacewalk.hirest.joint_model_io import PREDICTION_FILES, TASKS, caption_tokenizer, decode_caption, time_to_frame
+from spacewalk.hirest.dataset import HiREST
 
 TINY = dict(video_dim=8, query_dim=4, asr_dim=6, embed_dim=16, hidden_dim=32, num_layers=1, num_heads=2,
             ffn_dim=64, max_frames=64, dropout=0.0, decoder_layers=1, max_words=16)
@@ -353,10 +353,10 @@ def test_defaults_are_the_papers():
     assert {k: model[k] for k in ("video_dim", "query_dim", "asr_dim", "embed_dim", "hidden_dim", "num_layers",
                                   "num_heads", "max_frames", "decoder_layers", "max_words", "caption_frames",
                                   "beam_size", "segmentation_max_iterations", "min_step_seconds", "lr",
-                                  "warmup_fraction", "batch_size", "vocab_size", "bos_id", "eos_id", "pad_id")} == {
+                                  "warmup_fraction", "vocab_size", "bos_id", "eos_id", "pad_id")} == {
         "video_dim": 1024, "query_dim": 1024, "asr_dim": 384, "embed_dim": 512, "hidden_dim": 768, "num_layers": 2,
         "num_heads": 12, "max_frames": 2048, "decoder_layers": 2, "max_words": 48, "caption_frames": 20,
         "beam_size": 3, "segmentation_max_iterations": 20, "min_step_seconds": 5, "lr": 1e-5,
-        "warmup_fraction": 0.1, "batch_size": 5, "vocab_size": 30522, "bos_id": 101, "eos_id": 102, "pad_id": 0}
+        "warmup_fraction": 0.1, "vocab_size": 30522, "bos_id": 101, "eos_id": 102, "pad_id": 0}
     data = {k: p.default for k, p in inspect.signature(HiRESTDataModule).parameters.items()}
     assert (data["batch_size"], data["max_frames"], data["max_words"], data["caption_frames"]) == (5, 2048, 48, 20)

@@ -1,4 +1,4 @@
-"""HiREST official scoring (spacewalk/hirest_metrics.py, captioning_metrics.py): hand-computed cases,
+"""HiREST official scoring (spacewalk/hirest/scoring.py, captioning_metrics.py): hand-computed cases,
 the real ground truth scored against itself, and bad input.
 
 Expected numbers marked "official" were printed by the authors' evaluate.py on the same input (see the
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import shared_data_dir
-from spacewalk import hirest_metrics as hm
+from spacewalk.hirest import scoring as hm
 from spacewalk.errors import DataError
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None,
@@ -331,7 +331,7 @@ def test_real_segmentation_gt_against_itself(hirest_data):
 
 @pytest.fixture(scope="module")
 def caption_scorer():
-    from spacewalk.captioning_metrics import CaptionScorer
+    from spacewalk.hirest.captioning_scores import CaptionScorer
 
     with CaptionScorer() as scorer:  # SPICE and BERTScore where available: they are skipped in CI
         yield scorer
@@ -339,7 +339,7 @@ def caption_scorer():
 
 @needs_java
 def test_ptb_tokenization_as_coco_caption():
-    from spacewalk.captioning_metrics import ptb_tokenize
+    from spacewalk.hirest.captioning_scores import ptb_tokenize
 
     assert ptb_tokenize(["Hello, World.", "", "it's (fine)", "put it on ", "a\rb", "naïve café"]) == [
         "hello world", "", "it 's -lrb- fine -rrb-", "put it on", "a b", "naïve café"]
@@ -361,7 +361,7 @@ def test_caption_scores_by_hand(caption_scorer):
 
 @needs_java
 def test_real_captioning_gt_against_itself(hirest_data, caption_scorer):
-    from spacewalk.captioning_metrics import ptb_tokenize
+    from spacewalk.hirest.captioning_scores import ptb_tokenize
 
     split_file = hirest_data / STEP_GT["val"]
     gt = load(split_file)
@@ -391,7 +391,7 @@ def test_real_captioning_gt_against_itself(hirest_data, caption_scorer):
 
 
 def test_clip_frame_selection_as_the_authors():
-    from spacewalk.captioning_metrics import clip_frame_indices, frame_sort_key
+    from spacewalk.hirest.captioning_scores import clip_frame_indices, frame_sort_key
 
     # frames sorted by the number after the last '_' (not lexically)
     names = [Path(f"v/frame_{i}.jpg") for i in (10, 2, 1)]
@@ -406,7 +406,7 @@ def test_clip_frame_selection_as_the_authors():
 def test_optional_metrics_per_group(caption_scorer, monkeypatch, tmp_path):
     import torch
 
-    from spacewalk import captioning_metrics as cm
+    from spacewalk.hirest import captioning_scores as cm
 
     # BERTScore glue with the model replaced: per-pair F1, averaged per group as the authors' f.mean()
     monkeypatch.setattr(cm, "bertscore_missing", lambda: None)

@@ -9,9 +9,9 @@ import av
 import numpy as np
 import pytest
 
-import spacewalk.hirest_synthetic as hs
-from spacewalk.hirest import HiREST
-from spacewalk.hirest_synthetic import (
+import spacewalk.hirest.synthetic as hs
+from spacewalk.hirest.dataset import HiREST
+from spacewalk.hirest.synthetic import (
     ASR_DIR, RECORD_FILE, VAL_TESTING_SPLIT_FILE, VIDEO_DIR, HiRESTOptions, ensure_hirest, generate_hirest,
     parse_srt, plan_hirest, srt_text,
 )

@@ -14,12 +14,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data import DistributedSampler
 
-from spacewalk.step_recognition_metric import StepRecognitionMetric
-from spacewalk.metrics import (accuracy, average_precision, class_average_precisions,
+from spacewalk.spacewalk18.step_recognition_metric import StepRecognitionMetric
+from spacewalk.spacewalk18.scoring import (accuracy, average_precision, class_average_precisions,
                                class_ious, qa_accuracy, retrieval_accuracy, step_recognition_metrics,
                                video_step_metrics)
-from spacewalk.sampler import step_samples
-from spacewalk.spacewalk18 import (FPS, Question, Recording, RetrievalSample, Segment, Spacewalk18, Step,
+from spacewalk.spacewalk18.sampler import step_samples
+from spacewalk.spacewalk18.dataset import (FPS, Question, Recording, RetrievalSample, Segment, Spacewalk18, Step,
                                    StepSample)
 
 

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-from spacewalk.metrics import qa_accuracy, retrieval_accuracy, step_recognition_metrics
-from spacewalk.predictions import write_qa_predictions, write_retrieval_predictions, write_step_predictions
+from spacewalk.spacewalk18.scoring import qa_accuracy, retrieval_accuracy, step_recognition_metrics
+from spacewalk.spacewalk18.predictions import write_qa_predictions, write_retrieval_predictions, write_step_predictions
 from spacewalk.score import main
-from spacewalk.spacewalk18 import Spacewalk18
+from spacewalk.spacewalk18.dataset import Spacewalk18
 
 
 def run_cli(*args):
@@ -125,7 +125,7 @@ def write_tiny_hirest(tmp_path):
 
 
 def test_hirest_end_to_end(tmp_path):
-    from spacewalk.hirest_metrics import score_moment_segmentation
+    from spacewalk.hirest.scoring import score_moment_segmentation
 
     paths = write_tiny_hirest(tmp_path)
     pred = tmp_path / "pred.json"

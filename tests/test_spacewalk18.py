@@ -7,7 +7,7 @@ import json
 import pytest
 
 from spacewalk.errors import DataError
-from spacewalk.spacewalk18 import FPS, Spacewalk18
+from spacewalk.spacewalk18.dataset import FPS, Spacewalk18
 
 
 def test_real_release_loads(real_spacewalk18_root):

@@ -14,9 +14,9 @@ from datamodules.step_recognition import StepRecognitionDataModule, window_text_
 from models.heads import LinearHead
 from models.step_recognition import StepRecognitionModule
 from spacewalk.errors import DataError
-from spacewalk.spacewalk18 import Spacewalk18
-from spacewalk.synthetic import ensure_dataset
-from spacewalk.windows import TranscriptIndex, context_window
+from spacewalk.spacewalk18.dataset import Spacewalk18
+from spacewalk.spacewalk18.synthetic import ensure_dataset
+from spacewalk.spacewalk18.windows import TranscriptIndex, context_window
 
 from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector, write_external_features
 
@@ -273,7 +273,7 @@ def reader_frames(rec, times):
 
 
 def test_sparse_sampling_needs_a_frame_averaging_encoder(dataset, tmp_path):
-    with pytest.raises(ValueError, match="use frame_sampling=dense") as e:
+    with pytest.raises(ValueError, match="use datamodule.frame_sampling=dense") as e:
         make(dataset, tmp_path / "bank", modalities="video", video=FakeVideo(), frame_sampling="sparse")
     assert "fake-video/1" in str(e.value)
     write_external_features(tmp_path / "external", dataset, dim=5)

@@ -18,10 +18,10 @@ from torch.utils.data import DataLoader
 from models.heads import LFBAvg, LFBCat, LFBNonLocal, LFBTransformer, LinearHead, ZeroShot
 from models.irrelevant_threshold import apply_threshold, fit_threshold, threshold_curve
 from models.step_recognition import StepRecognitionModule
-from spacewalk.metrics import step_recognition_metrics
-from spacewalk.predictions import read_step_predictions
-from spacewalk.sampler import step_samples
-from spacewalk.spacewalk18 import FPS, Recording, Segment, Step
+from spacewalk.spacewalk18.scoring import step_recognition_metrics
+from spacewalk.spacewalk18.predictions import read_step_predictions
+from spacewalk.spacewalk18.sampler import step_samples
+from spacewalk.spacewalk18.dataset import FPS, Recording, Segment, Step
 
 D = 16
 
@@ -144,22 +144,21 @@ def test_logits_are_scaled_cosines_with_padding_at_minus_infinity():
 
 @pytest.mark.parametrize("normalize", [True, False])
 def test_steps_once_per_recording_give_the_logits_of_steps_per_sample(normalize):
-    # 5 samples of 2 recordings (3 and 5 classes); the per-sample layout batches used to carry is the
-    # reference, and the logits must equal it bit for bit (published numbers must not move)
+    # 5 samples of 2 recordings (3 and 5 classes). Batches used to carry the step features per sample
+    # ([B, S, D], step_row = arange(B)); forward on that layout is the reference, and the per-recording
+    # layout must give its logits bit for bit (published numbers must not move)
     g = torch.Generator().manual_seed(1)
     steps = torch.randn(2, 5, D, generator=g)
     step_mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
     steps[~step_mask] = 0.0
     row = torch.tensor([1, 0, 1, 1, 0])
-    batch = {"clip": torch.randn(5, D, generator=g), "steps": steps, "step_mask": step_mask, "step_row": row}
+    clip = torch.randn(5, D, generator=g)
+    once = {"clip": clip, "steps": steps, "step_mask": step_mask, "step_row": row}
+    per_sample = {"clip": clip, "steps": steps[row], "step_mask": step_mask[row], "step_row": torch.arange(5)}
     module = StepRecognitionModule(LinearHead(D), normalize=normalize, temperature=0.05)
     with torch.no_grad():
-        embedding, per_sample = module.head(batch), steps[row]
-        if normalize:
-            embedding, per_sample = F.normalize(embedding, dim=-1), F.normalize(per_sample, dim=-1)
-        expected = (torch.einsum("bd,bsd->bs", embedding, per_sample) / 0.05).masked_fill(~step_mask[row], -math.inf)
-        assert torch.equal(module(batch), expected)
-    assert torch.isneginf(module(batch)[1, 3:]).all() and torch.isfinite(module(batch)[0]).all()
+        assert torch.equal(module(once), module(per_sample))
+        assert torch.isneginf(module(once)[1, 3:]).all() and torch.isfinite(module(once)[0]).all()
 
 
 def test_a_head_that_reads_cells_refuses_a_batch_without_them():
@@ -360,12 +359,17 @@ def test_explicit_setup_metrics_takes_precedence():
     lambda: LinearHead(D), lambda: LFBAvg(D), lambda: LFBCat(D), lambda: LFBNonLocal(D, width=32),
     lambda: LFBTransformer(D, nhead=4, dim_feedforward=32)], ids=["linear", "avg", "cat", "nl", "tf"])
 def test_every_head_runs_fast_dev_run(make_head):
-    # fast_dev_run sees part of the videos: tau and metrics come from the complete ones, no error
+    # fast_dev_run=1: one batch of 32 per stage, so validation and test see the first video of 20 samples
+    # whole and 12 of the second: tau and the metrics come from the complete video only, without an error
     data = ToyData(samples_per_video=20, batch_size=32)
     module = StepRecognitionModule(make_head(), optimizer=adam())
-    t = trainer(fast_dev_run=2)
+    before = [p.detach().clone() for p in module.parameters()]
+    t = trainer(fast_dev_run=1)
     t.fit(module, datamodule=data)
+    assert any(not torch.equal(a, p) for a, p in zip(before, module.parameters()))  # one optimiser step
+    assert math.isfinite(float(module.tau))  # fitted on val0, the complete validation video
     t.test(module, datamodule=data)
+    assert list(module.test_results["per_video"]) == ["test0"]
 
 
 class RecordTau(pl.Callback):
@@ -396,9 +400,8 @@ def test_zero_shot_with_a_threshold_fits_tau_on_val_without_training(tmp_path):
     # the default zero_shot recipe: nothing to train, tau on the best raw step score, fitted by validate
     data = ToyData(samples_per_video=30)
     module = StepRecognitionModule(ZeroShot(), irrelevant="threshold", normalize=False, temperature=1.0,
-                                   output_dir=tmp_path, text_pool="duration", empty_text="widen")
+                                   output_dir=tmp_path)
     assert module.configure_optimizers() is None
-    assert (module.hparams.text_pool, module.hparams.empty_text) == ("duration", "widen")
     trainer().validate(module, datamodule=data)
     tau = float(module.tau)
     assert math.isfinite(tau)

@@ -79,7 +79,7 @@ def test_multirun_writes_a_summary(tmp_path):
 
 
 @pytest.mark.parametrize("recipe", [["model=zero_shot"], ["model=lfb_cat", "context=1min", "trainer.max_epochs=3",
-                                                            "model.batch_size=64"]], ids=["zero_shot", "lfb_cat"])
+                                                            "datamodule.batch_size=64"]], ids=["zero_shot", "lfb_cat"])
 def test_two_process_ddp_equals_one_process(tmp_path, recipe):
     # lfb_cat trains 3 epochs of 7 global batches of 64, split 32 + 32 across the two processes: the same
     # steps as one process (datamodules/global_batches.py), so the same checkpoint, tau and test predictions
@@ -102,8 +102,8 @@ def test_two_process_ddp_equals_one_process(tmp_path, recipe):
 
 def test_train_on_external_video_features_without_a_video_encoder(tmp_path):
     # features "extracted elsewhere" in the bank folder of encoder=external, which has no video encoder
-    from spacewalk.synthetic import ensure_dataset
-    from spacewalk.spacewalk18 import Spacewalk18
+    from spacewalk.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.spacewalk18.dataset import Spacewalk18
 
     from fakes import write_external_features
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spacewalk.spacewalk18 import FPS, Sentence, Spacewalk18
-from spacewalk.windows import TranscriptIndex, context_window, parse_duration
+from spacewalk.spacewalk18.dataset import FPS, Sentence, Spacewalk18
+from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, parse_duration
 
 ALL_LENGTHS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min"]
 

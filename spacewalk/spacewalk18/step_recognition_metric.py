@@ -1,6 +1,6 @@
 """The official step-recognition metrics as a torchmetrics Metric, correct under DDP.
 
-Kept apart from spacewalk.metrics so the scoring core (and `python -m spacewalk.score`) stays numpy-only
+Kept apart from spacewalk.spacewalk18.scoring so the scoring core (and `python -m spacewalk.score`) stays numpy-only
 and starts fast; this module is for training loops.
 """
 
@@ -14,8 +14,8 @@ import torch
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
-from spacewalk.metrics import Undefined, check_undefined_policy, step_recognition_metrics
-from spacewalk.spacewalk18 import Recording, StepSample
+from spacewalk.spacewalk18.scoring import Undefined, check_undefined_policy, step_recognition_metrics
+from spacewalk.spacewalk18.dataset import Recording, StepSample
 
 
 class VideoOutputs(NamedTuple):

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from spacewalk.spacewalk18 import Sentence
+from spacewalk.spacewalk18.dataset import Sentence
 
 
 @dataclass(frozen=True)

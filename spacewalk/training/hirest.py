@@ -1,14 +1,16 @@
-"""The HiREST joint-model recipe behind `python train.py data=hirest model=hirest_joint` and
-`python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt` for such a run.
+"""HiREST behind train.py and evaluate.py (`task: hirest`, chosen by data=hirest and data=hirest_release).
 
-train: features (extracted once per encoder, or the authors' released files), the round-robin DataModule,
-fit with the checkpoint of the lowest val/loss (moment retrieval + captioning) kept, then, with that
-checkpoint, predictions in the official formats for
+train (model=hirest_joint): features (extracted once per encoder, or the authors' released files), the
+round-robin DataModule, fit with the checkpoint of the lowest val/loss (moment retrieval + captioning) kept,
+then, with that checkpoint, predictions in the official formats for
 - val (`<run>/val/`): all three tasks, scored against the val GT, as the paper and the official scoring
   report (BENCHMARKS §2.4 gives the released model's val numbers);
 - test (`<run>/test/`): segmentation and captioning, scored against the test step GT; moment retrieval is
   predicted but not scored (the public test split hides the moments).
 `metrics.json` holds {split: {task: metrics}} and the selection criterion.
+
+evaluate (model=hirest_heuristics): the paper's task-specific baselines on `split`; `evaluate_checkpoint`
+re-runs a joint-model checkpoint's predictions and scores.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ import hydra
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from spacewalk.hirest import HiREST
+from spacewalk.hirest.dataset import HiREST
+from spacewalk.hirest.evaluation import TASKS as BASELINE_TASKS, evaluate_hirest_baselines, overall_summary, score
+from spacewalk.hirest.joint_model_io import PREDICTION_FILES
+from spacewalk.io import write_json
+from spacewalk.training.common import best_checkpoint, build_trainer, eval_trainer, resume_path, start_run
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +38,15 @@ SCORED = {"val": ("moment_retrieval", "moment_segmentation", "step_captioning"),
           "test": ("moment_segmentation", "step_captioning")}
 
 
-def _check_recipe(cfg: DictConfig) -> None:
-    if cfg.model.get("_target_") != JOINT_MODULE:
-        raise ValueError(f"data=hirest trains model=hirest_joint (got {cfg.model.get('_target_')}); the "
-                         "task-specific baselines run with `python evaluate.py data=hirest model=hirest_heuristics`")
+def build_features(cfg: DictConfig, dataset: HiREST):
+    """`cfg.features` with the run's encoders (the video side only when the source is extraction)."""
+    extract = cfg.features.source == "extract"
+    video = hydra.utils.instantiate(cfg.encoder.video) if cfg.encoder.get("video") else None
+    text = hydra.utils.instantiate(cfg.encoder.text) if cfg.encoder.get("text") else None
+    if not extract and cfg.features.query_features:
+        video = text = None  # nothing to embed
+    return hydra.utils.instantiate(cfg.features, dataset=dataset, video_encoder=video, text_encoder=text,
+                                   _convert_="all")
 
 
 def build_model(cfg: DictConfig, features, output_dir: Path):
@@ -57,9 +68,6 @@ def _strategy(cfg: DictConfig) -> None:
 
 def score_split(dataset: HiREST, split: str, pred_dir: Path, inference: str) -> dict[str, Any]:
     """Official scores of the prediction files in `pred_dir` for the tasks `split` can score."""
-    from models.hirest_joint import PREDICTION_FILES
-    from spacewalk.hirest_evaluation import score
-
     results: dict[str, Any] = {}
     for task in SCORED[split]:
         if task == "step_captioning" and inference == "end_to_end":
@@ -84,56 +92,65 @@ def predict_and_score(trainer: pl.Trainer, model, datamodule, dataset: HiREST, c
     model.output_dir = str(output_dir / "test")
     trainer.test(model, datamodule=datamodule, ckpt_path=ckpt_path)
     if trainer.is_global_zero:
-        from spacewalk.hirest_evaluation import _overall
-
         for split in ("val", "test"):
             results[split] = score_split(dataset, split, output_dir / split, inference)
             for task, metrics in results[split].items():
-                log.info("%s %s: %s", split, task, _overall(metrics) if "all" in metrics else metrics["skipped"])
+                log.info("%s %s: %s", split, task, overall_summary(metrics) if "all" in metrics else metrics["skipped"])
     return results
 
 
-def train_hirest(cfg: DictConfig, dataset: HiREST) -> dict[str, Any]:
-    from spacewalk.hirest_evaluation import build_features
-    from spacewalk.io import write_json, write_text
-    from spacewalk.training import RESOLVED_CONFIG, _resume_path, build_trainer
-
-    _check_recipe(cfg)
-    pl.seed_everything(cfg.seed, workers=True)
-    output_dir = Path(cfg.paths.output_dir)
-    write_text(output_dir / RESOLVED_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
+def _joint_run(cfg: DictConfig, output_dir: Path):
+    dataset = hydra.utils.instantiate(cfg.data)
     features = build_features(cfg, dataset)
     datamodule = hydra.utils.instantiate(cfg.datamodule, hirest=dataset, features=features, _convert_="all")
     model = build_model(cfg, features, output_dir)
     _strategy(cfg)
+    return dataset, datamodule, model
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    if cfg.model.get("_target_") != JOINT_MODULE:
+        raise ValueError(f"data=hirest trains model=hirest_joint (got {cfg.model.get('_target_')}); the "
+                         "task-specific baselines run with `python evaluate.py data=hirest model=hirest_heuristics`")
+    output_dir = start_run(cfg)
+    dataset, datamodule, model = _joint_run(cfg, output_dir)
     trainer = build_trainer(cfg)
-    for lg in trainer.loggers:
-        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-    trainer.fit(model, datamodule=datamodule, ckpt_path=_resume_path(cfg))
-    checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path if checkpoint is not None else ""
-    best_val_loss = float(checkpoint.best_model_score) if best else None
+    trainer.fit(model, datamodule=datamodule, ckpt_path=resume_path(cfg))
+    best, best_val_loss = best_checkpoint(trainer)
     log.info("best checkpoint (val/loss %s): %s", best_val_loss, best or "none: the last weights")
-    results = predict_and_score(trainer, model, datamodule, dataset, best or None, output_dir,
-                                cfg.model.inference)
+    results = predict_and_score(trainer, model, datamodule, dataset, best, output_dir, cfg.model.inference)
     if trainer.is_global_zero:
         write_json(output_dir / "metrics.json", {**results, "best_val_loss": best_val_loss})
         log.info("outputs: %s", output_dir)
     return {**results, "best_val_loss": best_val_loss}
 
 
-def evaluate_hirest_checkpoint(cfg: DictConfig, run_cfg: DictConfig, ckpt: Path) -> dict[str, Any]:
-    """Re-run a train.py HiREST checkpoint's predictions and scores with that run's config."""
-    from spacewalk.hirest_evaluation import build_features
-    from spacewalk.io import write_json
+def evaluate(cfg: DictConfig) -> dict[str, Any]:
+    """The baselines `model=hirest_heuristics` configures, on `cfg.split`."""
+    if cfg.model.get("_target_") == JOINT_MODULE:
+        raise ValueError("model=hirest_joint is trained: run train.py data=hirest model=hirest_joint, or re-score "
+                         "one of its checkpoints with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
+    dataset = hydra.utils.instantiate(cfg.data)
+    baselines = {task: hydra.utils.instantiate(node) if node is not None else None
+                 for task, node in OmegaConf.to_container(cfg.model).items()}
+    unknown = set(baselines) - set(BASELINE_TASKS)
+    if unknown:
+        raise ValueError(f"model={cfg.model} is not a HiREST baseline config (unknown keys {sorted(unknown)}); "
+                         "HiREST evaluates with model=hirest_heuristics")
+    if cfg.split == "test" and baselines.get("moment_retrieval") is not None:
+        log.warning("moment retrieval is left out on test: the public test split hides its moments (use split=val)")
+        baselines["moment_retrieval"] = None
+    needs_features = any(baselines.get(t) is not None for t in ("video_retrieval", "moment_retrieval"))
+    features = build_features(cfg, dataset) if needs_features else None
+    videos_dir = cfg.features.videos_dir or dataset.path("data/videos")
+    return evaluate_hirest_baselines(dataset, baselines, cfg.split, cfg.paths.output_dir, features, videos_dir)
 
-    dataset = hydra.utils.instantiate(run_cfg.data)
+
+def evaluate_checkpoint(cfg: DictConfig, run_cfg: DictConfig, ckpt: Path) -> dict[str, Any]:
+    """Re-run a train.py HiREST checkpoint's predictions and scores with that run's config."""
     output_dir = Path(cfg.paths.output_dir)
-    features = build_features(run_cfg, dataset)
-    datamodule = hydra.utils.instantiate(run_cfg.datamodule, hirest=dataset, features=features, _convert_="all")
-    model = build_model(run_cfg, features, output_dir)
-    _strategy(run_cfg)
-    trainer = hydra.utils.instantiate(run_cfg.trainer, logger=False, callbacks=[], default_root_dir=str(output_dir))
+    dataset, datamodule, model = _joint_run(run_cfg, output_dir)
+    trainer = eval_trainer(run_cfg, output_dir)
     results = predict_and_score(trainer, model, datamodule, dataset, str(ckpt), output_dir, run_cfg.model.inference)
     if trainer.is_global_zero:
         write_json(output_dir / "metrics.json", results)

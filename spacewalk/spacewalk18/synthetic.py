@@ -9,7 +9,7 @@ pattern, two camera views) and a narration (actor + action + object + location, 
 writes it). Both modalities are informative and both are noisy, in different ways: generic shots
 and camera views hide the video cue, chatter and mentions of other steps blur the text cue.
 
-    python -m spacewalk.synthetic --root data/synthetic_spacewalk18 [--seed N] [--overwrite]
+    python -m spacewalk.spacewalk18.synthetic --root data/synthetic_spacewalk18 [--seed N] [--overwrite]
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from spacewalk.io import atomic_dir, load_json, write_json, write_text
-from spacewalk.sampler import step_samples
-from spacewalk.spacewalk18 import (
+from spacewalk.spacewalk18.sampler import step_samples
+from spacewalk.spacewalk18.dataset import (
     ANNOTATION_FILE, FPS, IRRELEVANT_DESCRIPTION, NOT_ANNOTATED, QUESTION_FILE, RETRIEVAL_DIR, SPLIT_FILE,
     SPLITS, STEP_RECOGNITION_DIR, STEPS_FILE, TRANSCRIPT_COLUMNS, TRANSCRIPT_DIR, TRANSCRIPT_ENCODING, VIDEO_DIR,
     Segment, Spacewalk18, frame_of, samples_to_json,
@@ -841,7 +841,8 @@ def synthetic_spacewalk18(root: str | Path, seed: int = 0, **options: Any) -> Sp
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m spacewalk.synthetic", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.spacewalk18.synthetic",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--root", required=True, type=Path, help="where to write the dataset")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing root")

@@ -163,14 +163,14 @@ class HiRESTFeatures:
     def subtitles(self, video: str) -> list[Subtitle]:
         if self.asr_dir is None:
             return []
-        from spacewalk.hirest import video_id
+        from spacewalk.hirest.dataset import video_id
 
         return read_srt(self.asr_dir / f"{video_id(video)}.srt")
 
     def asr_per_second(self, video: str, num_frames: int) -> np.ndarray:
         if self.asr_dir is None:
             return np.zeros((num_frames, self.asr_dim), dtype=np.float32)
-        from spacewalk.hirest import video_id
+        from spacewalk.hirest.dataset import video_id
 
         subs = self.subtitles(video)
         path = self.asr_features_dir / f"{video_id(video)}.pt"
@@ -252,7 +252,7 @@ def extract_features(videos: Iterable[str], queries: Iterable[str], videos_dir: 
     """
     from tqdm import tqdm
 
-    from spacewalk.hirest import video_id
+    from spacewalk.hirest.dataset import video_id
 
     videos, queries = list(dict.fromkeys(videos)), sorted(set(queries))
     videos_dir, out_dir = Path(videos_dir), Path(out_dir)

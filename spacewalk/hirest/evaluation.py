@@ -1,5 +1,5 @@
-"""`python evaluate.py data=hirest model=hirest_heuristics [split=val]`: the paper's task-specific baselines
-on one split, official-format prediction files, official scoring.
+"""The paper's task-specific HiREST baselines on one split (`python evaluate.py data=hirest
+model=hirest_heuristics [split=val]`), official-format prediction files, official scoring.
 
 Writes into the run directory, per task: `predictions_<task>.json` (the format the authors' evaluate.py
 reads) and `metrics.json` ({task: metrics}). Each task is scored against the file the official scoring
@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from spacewalk.hirest import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE, HiREST
+from spacewalk.hirest.dataset import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE, HiREST
 from spacewalk.io import write_json
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def gt_file(dataset: HiREST, task: str, split: str) -> Path:
 
 
 def score(dataset: HiREST, task: str, split: str, predictions: Path) -> dict[str, Any]:
-    from spacewalk import hirest_metrics
+    from spacewalk.hirest import scoring as hirest_metrics
 
     scorer = getattr(hirest_metrics, f"score_{task}")
     return scorer(predictions, gt_file(dataset, task, split), dataset.path(CATEGORIES_FILE))
@@ -63,13 +63,13 @@ def evaluate_hirest_baselines(dataset: HiREST, baselines: dict[str, Any], split:
         predictions = baseline_predictions(dataset, split, task, baseline, features, videos_dir)
         path = write_json(out_dir / f"predictions_{task}.json", predictions)
         results[task] = score(dataset, task, split, path)
-        log.info("%s (%s, all categories): %s", task, split, _overall(results[task]))
+        log.info("%s (%s, all categories): %s", task, split, overall_summary(results[task]))
     write_json(out_dir / "metrics.json", {"split": split, **results})
     log.info("outputs: %s", out_dir)
     return results
 
 
-def _overall(metrics: dict) -> str:
+def overall_summary(metrics: dict) -> str:
     """The overall numbers on one line: `recall@0.5 83.33, ...` (nested {metric: {threshold: value}})."""
     parts = []
     for name, value in metrics["all"].items():
@@ -78,36 +78,3 @@ def _overall(metrics: dict) -> str:
         elif isinstance(value, (int, float)) and name != "total":
             parts.append(f"{name} {value:.2f}")
     return ", ".join(parts)
-
-
-def build_features(cfg, dataset: HiREST):
-    """`cfg.features` with the run's encoders (the video side only when the source is extraction)."""
-    import hydra
-
-    extract = cfg.features.source == "extract"
-    video = hydra.utils.instantiate(cfg.encoder.video) if cfg.encoder.get("video") else None
-    text = hydra.utils.instantiate(cfg.encoder.text) if cfg.encoder.get("text") else None
-    if not extract and cfg.features.query_features:
-        video = text = None  # nothing to embed
-    return hydra.utils.instantiate(cfg.features, dataset=dataset, video_encoder=video, text_encoder=text,
-                                   _convert_="all")
-
-
-def run_baselines(cfg, dataset: HiREST) -> dict[str, Any]:
-    """evaluate.py's HiREST branch: the baselines `model=hirest_heuristics` configures, on `cfg.split`."""
-    import hydra
-    from omegaconf import OmegaConf
-
-    baselines = {task: hydra.utils.instantiate(node) if node is not None else None
-                 for task, node in OmegaConf.to_container(cfg.model).items()}
-    unknown = set(baselines) - set(TASKS)
-    if unknown:
-        raise ValueError(f"model={cfg.model} is not a HiREST baseline config (unknown keys {sorted(unknown)}); "
-                         "HiREST evaluates with model=hirest_heuristics")
-    if cfg.split == "test" and baselines.get("moment_retrieval") is not None:
-        log.warning("moment retrieval is left out on test: the public test split hides its moments (use split=val)")
-        baselines["moment_retrieval"] = None
-    needs_features = any(baselines.get(t) is not None for t in ("video_retrieval", "moment_retrieval"))
-    features = build_features(cfg, dataset) if needs_features else None
-    videos_dir = cfg.features.videos_dir or dataset.path("data/videos")
-    return evaluate_hirest_baselines(dataset, baselines, cfg.split, cfg.paths.output_dir, features, videos_dir)

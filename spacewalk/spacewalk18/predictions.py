@@ -21,7 +21,7 @@ import numpy as np
 
 from spacewalk.errors import DataError
 from spacewalk.io import load_json, write_json
-from spacewalk.spacewalk18 import Question, Recording, RetrievalSample, StepSample
+from spacewalk.spacewalk18.dataset import Question, Recording, RetrievalSample, StepSample
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from spacewalk.spacewalk18 import FPS, NOT_ANNOTATED, Recording, Segment, StepSample
+from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, Segment, StepSample
 
 SAMPLES_PER_VIDEO = 2000
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from spacewalk.errors import DataError
-from spacewalk.hirest import Categories
+from spacewalk.hirest.dataset import Categories
 from spacewalk.io import load_json
 
 RETRIEVAL_KS = (1, 5, 10, 50)
@@ -501,7 +501,7 @@ def read_caption_pairs(predictions: Source, gt: Mapping[str, dict]) -> list[Capt
 
 def _clip_inputs(pairs: Sequence[CaptionPair], frame_dir: Path) -> list[Any]:
     """Frames of each pair's video as the authors find them: `<frame_dir>/<video>/*.jpg` by frame number."""
-    from spacewalk.captioning_metrics import ClipInput, frame_sort_key
+    from spacewalk.hirest.captioning_scores import ClipInput, frame_sort_key
 
     frames = {}
     for video in dict.fromkeys(p.video for p in pairs):
@@ -521,7 +521,7 @@ def score_step_captioning(predictions: Source, gt: Source, categories: Source | 
     `predictions`: `{video: {"captions": [{"sentence": str}, ...]}}`; `gt`: the formatted step GT.
     `scorer`: a `captioning_metrics.CaptionScorer` to reuse (its METEOR process); one is made otherwise.
     """
-    from spacewalk.captioning_metrics import CaptionScorer  # Java-backed; imported only for captioning
+    from spacewalk.hirest.captioning_scores import CaptionScorer  # Java-backed; imported only for captioning
 
     steps, _ = read_moment_gt(gt, with_captions=True)
     pairs = read_caption_pairs(predictions, steps)

@@ -19,7 +19,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
-from spacewalk.spacewalk18 import NOT_ANNOTATED, Question, Recording, RetrievalSample, Segment, StepSample
+from spacewalk.spacewalk18.dataset import NOT_ANNOTATED, Question, Recording, RetrievalSample, Segment, StepSample
 
 Undefined = Literal["exclude", "error"]
 UNDEFINED_POLICIES = ("exclude", "error")

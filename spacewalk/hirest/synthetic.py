@@ -44,7 +44,7 @@ them (`shot_seconds=(2, 6), p_continuous_step=0.5, camera_motion=0.02`) with vid
 (`seconds=(40, 150)`: steps as long as the release's against the joint model's 5 s rule); docs/hirest.md
 gives the reasons and both models' scores on that setting and on these defaults.
 
-    python -m spacewalk.hirest_synthetic --root data/synthetic_hirest [--seed N] [--overwrite]
+    python -m spacewalk.hirest.synthetic --root data/synthetic_hirest [--seed N] [--overwrite]
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from spacewalk.hirest import (
+from spacewalk.hirest.dataset import (
     CATEGORIES_FILE, MOMENT_GT_FILES, NEGATIVES_FILE, SPLIT_FILE, SPLITS, HiREST, durations,
 )
 from spacewalk.io import atomic_dir, load_json, write_text
@@ -920,8 +920,19 @@ def ensure_hirest(root: str | Path, options: HiRESTOptions | Mapping[str, Any] |
     return generate_hirest(root, opts, overwrite=True, progress=progress)
 
 
+def open_hirest(root: str | Path | None = None, synthetic_root: str | Path | None = None,
+                seed: int = 0, options: dict | None = None) -> HiREST:
+    """`data=hirest`: the release at `root`; with root null, the synthetic default at `synthetic_root`,
+    generated on first use (`options` are HiRESTOptions fields)."""
+    if root is not None:
+        return HiREST(root)
+    if synthetic_root is None:
+        raise ValueError("data.root (a HiREST release) or data.synthetic_root is required")
+    return HiREST(ensure_hirest(synthetic_root, {**(options or {}), "seed": seed}))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m spacewalk.hirest_synthetic", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.hirest.synthetic", description=__doc__.split("\n")[0])
     parser.add_argument("--root", required=True, type=Path, help="where to write the dataset")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing root")

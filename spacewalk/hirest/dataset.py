@@ -329,17 +329,3 @@ def durations(dataset: HiREST) -> dict[str, float]:
         for ann in dataset.annotations(name):
             out.setdefault(ann.video, ann.duration)
     return out
-
-
-
-def open_hirest(root: str | Path | None = None, synthetic_root: str | Path | None = None,
-                seed: int = 0, options: dict | None = None) -> HiREST:
-    """`data=hirest`: the release at `root`; with root null, the synthetic default at `synthetic_root`,
-    generated on first use (spacewalk/hirest_synthetic.py; `options` are its HiRESTOptions fields)."""
-    if root is not None:
-        return HiREST(root)
-    if synthetic_root is None:
-        raise ValueError("data.root (a HiREST release) or data.synthetic_root is required")
-    from spacewalk.hirest_synthetic import ensure_hirest
-
-    return HiREST(ensure_hirest(synthetic_root, {**(options or {}), "seed": seed}))

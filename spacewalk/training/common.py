@@ -1,0 +1,78 @@
+"""What every recipe of the training layer does the same way: the trainer with its callbacks and loggers,
+the run directory's resolved config, resuming, and re-loading a finished run's config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hydra
+import pytorch_lightning as pl
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from spacewalk.io import write_text
+
+# the config with every interpolation resolved, so evaluate.py can rebuild a run outside it
+RESOLVED_CONFIG = "config.resolved.yaml"
+
+
+def start_run(cfg: DictConfig) -> Path:
+    """Seed everything and write the resolved config into the run directory; returns that directory."""
+    pl.seed_everything(cfg.seed, workers=True)
+    output_dir = Path(cfg.paths.output_dir)
+    write_text(output_dir / RESOLVED_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
+    return output_dir
+
+
+def build_trainer(cfg: DictConfig, **overrides) -> pl.Trainer:
+    callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+    loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
+    trainer = hydra.utils.instantiate(cfg.trainer, **({"callbacks": callbacks, "logger": loggers} | overrides))
+    for lg in trainer.loggers:
+        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    return trainer
+
+
+def eval_trainer(run_cfg: DictConfig, output_dir: Path) -> pl.Trainer:
+    """A trainer to re-test a finished run: its trainer settings, no loggers, no callbacks."""
+    return hydra.utils.instantiate(run_cfg.trainer, logger=False, callbacks=[], default_root_dir=str(output_dir))
+
+
+def resume_path(cfg: DictConfig) -> str | None:
+    if cfg.get("ckpt_path") in (None, ""):
+        return None
+    if cfg.ckpt_path == "last":
+        path = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
+        if not path.is_file():
+            raise FileNotFoundError(f"ckpt_path=last but {path} does not exist: pass hydra.run.dir=<the run to resume>")
+        return str(path)
+    return str(cfg.ckpt_path)
+
+
+def best_checkpoint(trainer: pl.Trainer) -> tuple[str | None, float | None]:
+    """The checkpoint ModelCheckpoint kept (best val/loss) and its score; (None, None) without one."""
+    checkpoint = trainer.checkpoint_callback
+    best = checkpoint.best_model_path if checkpoint is not None else ""
+    return (best, float(checkpoint.best_model_score)) if best else (None, None)
+
+
+def close_loggers(trainer: pl.Trainer) -> None:
+    """Finish the W&B run now (not at interpreter exit), so its closing lines come before the run's summary."""
+    from pytorch_lightning.loggers import WandbLogger
+
+    for lg in trainer.loggers:
+        if isinstance(lg, WandbLogger):
+            lg.experiment.finish()
+
+
+def load_run_config(ckpt: Path, output_dir: str) -> DictConfig:
+    """The config of the train.py run that wrote `ckpt` (<run>/checkpoints/<name>.ckpt), writing into
+    `output_dir` instead of the run directory."""
+    run_cfg_file = ckpt.parent.parent / RESOLVED_CONFIG
+    if not ckpt.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {ckpt}")
+    if not run_cfg_file.is_file():
+        raise FileNotFoundError(f"{run_cfg_file} not found: ckpt_path must be <train run>/checkpoints/<name>.ckpt")
+    run_cfg = OmegaConf.load(run_cfg_file)
+    with open_dict(run_cfg):
+        run_cfg.paths.output_dir = output_dir
+    return run_cfg

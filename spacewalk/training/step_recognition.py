@@ -1,0 +1,138 @@
+"""Spacewalk-18 step recognition behind train.py and evaluate.py (`task: step_recognition`).
+
+train: build the DataModule (the feature bank is built inside fit, split across ranks), fit on train with
+the checkpoint of the best val/loss kept, tau fitted on val, then test with that checkpoint. Recipes with
+nothing to train (zero-shot) validate (for tau and the val numbers) and test. The test writes
+predictions.json (official format) and metrics.json; rank 0 then draws one timeline per test video.
+
+evaluate: a non-learned baseline (models/baselines.py: fit on `fit_split`, scored on `split`), a recipe with
+nothing to train (as train does it), or, through `evaluate_checkpoint`, a train.py checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pytorch_lightning as pl
+from omegaconf import DictConfig, open_dict
+
+from spacewalk.training.common import (best_checkpoint, build_trainer, close_loggers, eval_trainer, resume_path,
+                                       start_run)
+
+log = logging.getLogger(__name__)
+
+
+def head_reads_cells(cfg: DictConfig) -> bool:
+    """Whether the configured recipe's head reads the window cells, asked of its class before anything is
+    built (the DataModule is built before the model, which needs its feature dim)."""
+    from models.heads import head_reads_cells as reads
+
+    target = (cfg.model.get("head") or {}).get("_target_")
+    return reads(hydra.utils.get_class(target)) if target else True
+
+
+def build_datamodule(cfg: DictConfig):
+    dataset = hydra.utils.instantiate(cfg.data)
+    text = hydra.utils.instantiate(cfg.encoder.text) if cfg.encoder.get("text") and "text" in cfg.modalities else None
+    video = (hydra.utils.instantiate(cfg.encoder.video)
+             if cfg.encoder.get("video") and "video" in cfg.modalities else None)
+    # datamodule.cells: null (the default) = what the head reads
+    cells = cfg.datamodule.get("cells")
+    return hydra.utils.instantiate(cfg.datamodule, dataset=dataset, text_encoder=text, video_encoder=video,
+                                   cells=head_reads_cells(cfg) if cells is None else cells,
+                                   _recursive_=False, _convert_="all")
+
+
+def build_model(cfg: DictConfig, feature_dim: int, output_dir: str | None):
+    model_cfg = cfg.model.copy()
+    with open_dict(model_cfg):
+        model_cfg.head.dim = feature_dim  # known from the DataModule's encoders
+    model = hydra.utils.instantiate(model_cfg)
+    model.output_dir = output_dir
+    return model
+
+
+def draw_timelines(datamodule, output_dir: Path) -> None:
+    from spacewalk.spacewalk18.predictions import read_step_predictions
+    from spacewalk.timeline import plot_timeline
+
+    samples = datamodule.samples["test"]
+    recordings = datamodule.dataset.recordings
+    read = read_step_predictions(output_dir / "predictions.json", recordings, samples)
+    for video_id, predictions in read.predictions.items():
+        plot_timeline(recordings[video_id], samples[video_id], predictions,
+                      output_dir / "timelines" / f"{video_id}.png")
+
+
+def _is_lightning_recipe(cfg: DictConfig) -> bool:
+    return issubclass(hydra.utils.get_class(cfg.model._target_), pl.LightningModule)
+
+
+def _fit_or_validate_then_test(cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
+    datamodule = build_datamodule(cfg)
+    model = build_model(cfg, datamodule.feature_dim, str(output_dir))
+    trainable = any(p.requires_grad for p in model.parameters())
+    if trainable and not training:
+        raise ValueError(f"model={cfg.model.head._target_.rsplit('.', 1)[-1]} is trained: run train.py, or "
+                         "re-test one of its checkpoints with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
+    trainer = build_trainer(cfg)
+    if trainable:
+        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_path(cfg))
+        best, best_val_loss = best_checkpoint(trainer)
+        log.info("best checkpoint (val/loss %s): %s", best_val_loss, best or "none: testing the last weights")
+        trainer.test(model, datamodule=datamodule, ckpt_path=best)
+    else:
+        log.info("%s has no trainable parameters: validate (tau) and test", type(model.head).__name__)
+        best_val_loss = float(trainer.validate(model, datamodule=datamodule)[0].get("val/loss", float("nan")))
+        trainer.test(model, datamodule=datamodule)
+    results = {"test": dict(model.test_results or {}), "best_val_loss": best_val_loss}
+    close_loggers(trainer)
+    if trainer.is_global_zero:
+        # the selection criterion next to the test numbers, for sweep summaries
+        from spacewalk.io import load_json, write_json
+        from spacewalk.spacewalk18.evaluation import format_table
+
+        metrics = load_json(output_dir / "metrics.json")
+        write_json(output_dir / "metrics.json", {**metrics, "best_val_loss": best_val_loss})
+        if cfg.get("plots", True):
+            draw_timelines(datamodule, output_dir)
+        log.info("test split:\n%s\noutputs: %s", format_table(results["test"]), output_dir)
+    return results
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    output_dir = start_run(cfg)
+    return _fit_or_validate_then_test(cfg, output_dir, training=True)
+
+
+def evaluate(cfg: DictConfig) -> dict[str, Any]:
+    if not _is_lightning_recipe(cfg):
+        from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
+
+        dataset = hydra.utils.instantiate(cfg.data)
+        model = hydra.utils.instantiate(cfg.model)
+        return evaluate_step_recognition(dataset, model, cfg.split, cfg.paths.output_dir, fit_split=cfg.fit_split,
+                                         plots=cfg.plots)
+    if cfg.split != "test":
+        raise ValueError(f"model={cfg.model.head._target_.rsplit('.', 1)[-1]} fits tau on val and scores the "
+                         f"test split (got split={cfg.split})")
+    output_dir = start_run(cfg)
+    return _fit_or_validate_then_test(cfg, output_dir, training=False)["test"]
+
+
+def evaluate_checkpoint(cfg: DictConfig, run_cfg: DictConfig, ckpt: Path) -> dict[str, Any]:
+    """Reload a train.py checkpoint with its run's own config and score the test split."""
+    if cfg.get("split", "test") != "test":
+        raise ValueError("evaluate.py ckpt_path=... scores the test split (val is what the checkpoint was chosen on)")
+    output_dir = Path(cfg.paths.output_dir)
+    datamodule = build_datamodule(run_cfg)
+    model = build_model(run_cfg, datamodule.feature_dim, str(output_dir))
+    trainer = eval_trainer(run_cfg, output_dir)
+    trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt))
+    results = dict(model.test_results or {})
+    if trainer.is_global_zero and cfg.get("plots", True):
+        draw_timelines(datamodule, output_dir)
+    return results

@@ -1,0 +1,111 @@
+"""The layering of docs/architecture.md, checked on the source: the library imports neither Lightning nor
+Hydra, nothing imports in a circle, data modules never import models, and the library never imports the
+training layer, the models or the data modules."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGES = ("spacewalk", "models", "datamodules")
+FRAMEWORKS = ("pytorch_lightning", "lightning", "lightning_fabric", "hydra", "omegaconf")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))}
+LIBRARY = sorted(m for m in MODULES if m.startswith("spacewalk") and not m.startswith("spacewalk.training"))
+
+
+def project_imports(name: str) -> set[str]:
+    """The project modules `name` imports anywhere in its body (inside functions too)."""
+    tree = ast.parse(MODULES[name].read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from pkg import mod` imports the module pkg.mod when there is one, else names of pkg
+            targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                       for a in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in MODULES and t != name)
+    return found
+
+
+GRAPH = {m: project_imports(m) for m in MODULES}
+
+
+def test_the_library_imports_without_lightning_or_hydra():
+    # a fresh interpreter in which importing any of them fails, as on a machine without them
+    script = f"""
+import importlib, sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {FRAMEWORKS!r}:
+            raise ImportError("blocked for the test: " + name)
+sys.meta_path.insert(0, Refuse())
+for name in {LIBRARY!r}:
+    importlib.import_module(name)
+print(len({LIBRARY!r}))
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout) == len(LIBRARY) > 20
+
+
+def test_no_import_circles():
+    order, on_stack, cycles = {}, set(), []
+
+    def visit(m, stack):
+        order[m] = len(order)
+        on_stack.add(m)
+        stack.append(m)
+        for n in sorted(GRAPH[m]):
+            if n in on_stack:
+                cycles.append(stack[stack.index(n):] + [n])
+            elif n not in order:
+                visit(n, stack)
+        stack.pop()
+        on_stack.discard(m)
+
+    for m in sorted(GRAPH):
+        if m not in order:
+            visit(m, [])
+    assert cycles == []
+
+
+def test_data_modules_never_import_models():
+    offending = {m: sorted(n for n in GRAPH[m] if n.startswith("models")) for m in MODULES
+                 if m.startswith("datamodules")}
+    assert {m: ns for m, ns in offending.items() if ns} == {}
+
+
+def test_the_library_never_imports_the_training_layer_models_or_data_modules():
+    offending = {m: sorted(n for n in GRAPH[m] if n.startswith(("spacewalk.training", "models", "datamodules")))
+                 for m in LIBRARY}
+    assert {m: ns for m, ns in offending.items() if ns} == {}
+
+
+def test_benchmarks_never_import_each_other_and_models_never_import_data_modules():
+    benchmarks = ("spacewalk.spacewalk18", "spacewalk.hirest")
+    crossing = {m: sorted(n for n in GRAPH[m] if n.startswith(benchmarks) and not n.startswith(b))
+                for b in benchmarks for m in MODULES if m.startswith(b)}
+    assert {m: ns for m, ns in crossing.items() if ns} == {}
+    assert {m: sorted(GRAPH[m]) for m in MODULES if m.startswith("models")
+            and any(n.startswith("datamodules") for n in GRAPH[m])} == {}
+
+
+def test_the_checks_see_what_they_check():
+    # the graph is read from real imports: a known edge is there, and a made-up circle would be caught
+    assert "spacewalk.spacewalk18.dataset" in GRAPH["spacewalk.spacewalk18.sampler"]
+    assert "models.heads" in GRAPH["models.step_recognition"]
+    assert "spacewalk.hirest.scoring" in GRAPH["spacewalk.score"]  # `from spacewalk.hirest import scoring`
