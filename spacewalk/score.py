@@ -83,14 +83,14 @@ def hirest_files(task: str, root: Path | None, split: str | None, gt: Path | Non
 
 def score_hirest(task: str, predictions: Path, gt: Path, categories: Path, preprocess: bool = True,
                  nms_order: str = "introsort", frame_dir: Path | None = None) -> dict[str, Any]:
-    from spacewalk.hirest import scoring as hirest_metrics
+    from spacewalk.hirest import scoring
 
     if task == "moment_segmentation":
-        return hirest_metrics.score_moment_segmentation(predictions, gt, categories, preprocess=preprocess,
+        return scoring.score_moment_segmentation(predictions, gt, categories, preprocess=preprocess,
                                                         nms_order=nms_order)
     if task == "step_captioning":
-        return hirest_metrics.score_step_captioning(predictions, gt, categories, frame_dir=frame_dir)
-    return getattr(hirest_metrics, f"score_{task}")(predictions, gt, categories)
+        return scoring.score_step_captioning(predictions, gt, categories, frame_dir=frame_dir)
+    return getattr(scoring, f"score_{task}")(predictions, gt, categories)
 
 
 def _hirest(args: argparse.Namespace) -> dict[str, Any]:

@@ -30,9 +30,9 @@ def gt_file(dataset: HiREST, task: str, split: str) -> Path:
 
 
 def score(dataset: HiREST, task: str, split: str, predictions: Path) -> dict[str, Any]:
-    from spacewalk.hirest import scoring as hirest_metrics
+    from spacewalk.hirest import scoring
 
-    scorer = getattr(hirest_metrics, f"score_{task}")
+    scorer = getattr(scoring, f"score_{task}")
     return scorer(predictions, gt_file(dataset, task, split), dataset.path(CATEGORIES_FILE))
 
 

@@ -70,6 +70,7 @@ from spacewalk.io import atomic_dir, load_json, write_text
 log = logging.getLogger(__name__)
 
 RECORD_FILE = "synthetic.json"
+# the record name since version 1 (existing folders keep it), not this module's path
 GENERATOR = "spacewalk.hirest_synthetic"
 GENERATOR_VERSION = 1
 VIDEO_DIR = "data/videos"  # extraction/video_features/download_videos.py --save_path ./data/videos/

@@ -742,6 +742,7 @@ def _plan(video_id: str, rng: np.random.Generator, text_rng: np.random.Generator
 
 
 def _record(seed: int, opts: Options) -> dict:
+    # "spacewalk.synthetic": the record name since version 1 (existing folders keep it), not a module path
     return {"generator": "spacewalk.synthetic", "version": GENERATOR_VERSION, "seed": seed,
             "options": json.loads(json.dumps(dataclasses.asdict(opts)))}
 
