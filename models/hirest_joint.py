@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import logging
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
@@ -85,6 +86,9 @@ from spacewalk.hirest.joint_model_io import (BERT_CLS_ID, BERT_PAD_ID, BERT_SEP_
 from spacewalk.io import write_json
 
 log = logging.getLogger(__name__)
+
+# the paper's optimiser (AdamW, lr 1e-5, weight decay 0.01 = torch's default, which the original used)
+PAPER_OPTIMIZER = partial(torch.optim.AdamW, lr=1e-5, weight_decay=0.01)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -349,13 +353,15 @@ class HiRESTJointModule(pl.LightningModule):
                  caption_frames: int = 20, bos_id: int = BERT_CLS_ID, eos_id: int = BERT_SEP_ID,
                  pad_id: int = BERT_PAD_ID, beam_size: int = 3, segmentation_max_iterations: int = 20,
                  segmentation_peak_ratio: float = 0.5, min_step_seconds: int = 5,
-                 lr: float = 1e-5, weight_decay: float = 0.01, warmup_fraction: float = 0.1,
+                 optimizer: Callable[..., torch.optim.Optimizer] | None = None, warmup_fraction: float = 0.1,
                  schedule: Literal["linear", "constant"] = "linear",
                  inference: Literal["oracle", "end_to_end"] = "oracle", caption_batch_size: int = 64,
                  output_dir: str | Path | None = None, tokenizer=None):
         """Dimensions of the features: video_dim / query_dim / asr_dim (the data's `features.video_dim`, ...).
-        use_asr false: the no-audio ablation. `tokenizer`: decodes captions (default: `caption_tokenizer()`, loaded
-        when first needed); kept out of the hyper-parameters, like `output_dir`."""
+        use_asr false: the no-audio ablation. `optimizer`: a factory of the optimiser given the parameters (Hydra's
+        `_partial_`), by default the paper's AdamW with lr 1e-5 and weight decay 0.01 (`PAPER_OPTIMIZER`).
+        `tokenizer`: decodes captions (default: `caption_tokenizer()`, loaded when first needed). The
+        optimiser, the tokenizer and `output_dir` are kept out of the hyper-parameters (the run config has them)."""
         super().__init__()
         if inference not in INFERENCE_MODES:
             raise ValueError(f"inference must be one of {INFERENCE_MODES}, got {inference!r}")
@@ -364,7 +370,8 @@ class HiRESTJointModule(pl.LightningModule):
         if not 0 <= warmup_fraction < 1:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
         # plain values only: checkpoints load with load_from_checkpoint(path) and weights_only=True
-        self.save_hyperparameters(logger=False, ignore=["output_dir", "tokenizer"])
+        self.save_hyperparameters(logger=False, ignore=["optimizer", "output_dir", "tokenizer"])
+        self.optimizer_factory = optimizer or PAPER_OPTIMIZER
         self.model = HiRESTJointModel(video_dim, query_dim, asr_dim, use_asr, embed_dim, hidden_dim, num_layers,
                                       num_heads, ffn_dim, max_frames, dropout, vocab_size, decoder_layers,
                                       max_words)
@@ -418,22 +425,17 @@ class HiRESTJointModule(pl.LightningModule):
             log.warning("validation saw no moment retrieval or captioning batch: no val/loss")
 
     def configure_optimizers(self) -> Any:
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        optimizer = self.optimizer_factory(params=self.parameters())
         if self.hparams.schedule == "constant":
             return optimizer
         total = self.trainer.estimated_stepping_batches
         if not math.isfinite(total) or total <= 0:
             log.warning("unknown number of training steps (max_epochs/max_steps unset): constant learning rate")
             return optimizer
+        from transformers import get_linear_schedule_with_warmup  # what the original trains with
+
         total = int(total)
-        warmup = int(total * self.hparams.warmup_fraction)
-
-        def factor(step: int) -> float:
-            if step < warmup:
-                return step / max(1, warmup)
-            return max(0.0, (total - step) / max(1, total - warmup))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        scheduler = get_linear_schedule_with_warmup(optimizer, int(total * self.hparams.warmup_fraction), total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
 
     # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
 """Shared fixtures. Tests that need the real annotations find them through SPACEWALK_SHARED_DATA
-(the folder holding spacewalk18/, hirest/, ...), which `.ci/run` sets to ../shared/data."""
+(the folder holding spacewalk18/, hirest/, ...), which `make test` sets to ../shared/data. Without them
+(or without Java) such tests skip, saying why; under CI (CI=true, which `.ci/run` sets) the run fails
+instead, naming what is missing."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,12 +19,50 @@ def shared_data_dir() -> Path | None:
     return Path(value) if value and Path(value).is_dir() else None
 
 
+def under_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str) -> None:
+    """Skip a test whose input is absent on a developer's machine, saying why; under CI (CI=true) fail it
+    instead, because there a skip would hide a feature that is no longer tested."""
+    if under_ci():
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def ci_requirements() -> list[str]:
+    """What CI must have for no test to skip: the real annotations and Java (PTB tokenizer, METEOR)."""
+    missing = []
+    base = shared_data_dir()
+    for name in ("spacewalk18", "hirest"):
+        if base is None or not (base / name).is_dir():
+            missing.append(f"the real {name} annotations (SPACEWALK_SHARED_DATA={os.environ.get('SPACEWALK_SHARED_DATA')!r}"
+                           " must be a folder holding spacewalk18/ and hirest/; `make test` sets ../shared/data)")
+    if shutil.which("java") is None:
+        missing.append("java on PATH (HiREST captioning: the PTB tokenizer and METEOR)")
+    return missing
+
+
+def pytest_sessionstart(session) -> None:
+    if under_ci() and ci_requirements():
+        pytest.exit("CI=true, but the test run lacks:\n- " + "\n- ".join(ci_requirements()), returncode=3)
+
+
+@pytest.fixture
+def java() -> str:
+    path = shutil.which("java")
+    if path is None:
+        unavailable("java is not on PATH: the PTB tokenizer and METEOR are Java programs")
+    return path
+
+
 @pytest.fixture(scope="session")
 def real_spacewalk18_root() -> Path:
     base = shared_data_dir()
     if base is None or not (base / "spacewalk18").is_dir():
-        pytest.skip("real Spacewalk-18 annotations not available: set SPACEWALK_SHARED_DATA to the folder "
-                    "holding spacewalk18/ (CI sets it to ../shared/data)")
+        unavailable("real Spacewalk-18 annotations not available: set SPACEWALK_SHARED_DATA to the folder "
+                    "holding spacewalk18/ (`make test` sets it to ../shared/data)")
     return base / "spacewalk18"
 
 
@@ -29,8 +70,8 @@ def real_spacewalk18_root() -> Path:
 def real_hirest_root() -> Path:
     base = shared_data_dir()
     if base is None or not (base / "hirest/data/splits").is_dir():
-        pytest.skip("real HiREST annotations not available: set SPACEWALK_SHARED_DATA to the folder "
-                    "holding hirest/ (CI sets it to ../shared/data)")
+        unavailable("real HiREST annotations not available: set SPACEWALK_SHARED_DATA to the folder "
+                    "holding hirest/ (`make test` sets it to ../shared/data)")
     return base / "hirest"
 
 

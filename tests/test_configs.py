@@ -116,11 +116,12 @@ def test_hirest_joint_composes_with_the_synthetic_scale_and_the_paper_sizes():
     synthetic = compose_train("data=hirest", "model=hirest_joint")
     assert synthetic.hydra.runtime.choices.encoder == "thumbnail"  # data=hirest picks its encoder
     assert synthetic.datamodule._target_ == "datamodules.hirest.HiRESTDataModule"
-    assert (synthetic.model.hidden_dim, synthetic.model.lr, synthetic.trainer.max_epochs) == (256, 3e-4, 20)
+    assert (synthetic.model.hidden_dim, synthetic.model.optimizer.lr, synthetic.trainer.max_epochs) == (256, 3e-4, 20)
     assert synthetic.trainer.gradient_clip_val == 5.0 and synthetic.trainer.use_distributed_sampler is False
     release = compose_train("data=hirest_release", "data.root=/x", "model=hirest_joint")
     assert (release.model.hidden_dim, release.model.num_heads, release.model.ffn_dim) == (768, 12, 3072)
-    assert (release.model.lr, release.trainer.max_epochs, release.datamodule.batch_size) == (1e-5, 50, 5)
+    assert (release.model.optimizer.lr, release.model.optimizer.weight_decay) == (1e-5, 0.01)
+    assert (release.trainer.max_epochs, release.datamodule.batch_size) == (50, 5)
     assert release.features.source == "released"
     with open_dict(synthetic.model):
         synthetic.model.video_dim, synthetic.model.query_dim, synthetic.model.asr_dim = 12, 8, 384

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
@@ -170,7 +171,7 @@ def test_segmentation_decoding_iterates_and_marks():
 
 
 def test_linear_warmup_then_decay():
-    module = HiRESTJointModule(**TINY, lr=1e-3)
+    module = HiRESTJointModule(**TINY, optimizer=partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.01))
     module._trainer = SimpleNamespace(estimated_stepping_batches=100)
     config = module.configure_optimizers()
     optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
@@ -202,7 +203,8 @@ def _fit(root, tokenizer, epochs: int, batch_size: int, tasks=TASKS, seed: int =
     features = FakeFeatures(hirest, noise=0.05)
     torch.manual_seed(seed)
     dm = HiRESTDataModule(hirest, features, tokenizer=tokenizer, batch_size=batch_size, seed=seed, train_tasks=tasks)
-    module = HiRESTJointModule(**TINY, lr=3e-3, weight_decay=0.0, schedule="constant", beam_size=3,
+    module = HiRESTJointModule(**TINY, optimizer=partial(torch.optim.AdamW, lr=3e-3, weight_decay=0.0),
+                               schedule="constant", beam_size=3,
                                tokenizer=tokenizer)
     losses = Losses()
     t = trainer(max_epochs=epochs, callbacks=[losses], limit_val_batches=0, default_root_dir=root)
@@ -352,11 +354,14 @@ def test_defaults_are_the_papers():
     model = {k: p.default for k, p in inspect.signature(HiRESTJointModule).parameters.items()}
     assert {k: model[k] for k in ("video_dim", "query_dim", "asr_dim", "embed_dim", "hidden_dim", "num_layers",
                                   "num_heads", "max_frames", "decoder_layers", "max_words", "caption_frames",
-                                  "beam_size", "segmentation_max_iterations", "min_step_seconds", "lr",
+                                  "beam_size", "segmentation_max_iterations", "min_step_seconds",
                                   "warmup_fraction", "vocab_size", "bos_id", "eos_id", "pad_id")} == {
         "video_dim": 1024, "query_dim": 1024, "asr_dim": 384, "embed_dim": 512, "hidden_dim": 768, "num_layers": 2,
         "num_heads": 12, "max_frames": 2048, "decoder_layers": 2, "max_words": 48, "caption_frames": 20,
-        "beam_size": 3, "segmentation_max_iterations": 20, "min_step_seconds": 5, "lr": 1e-5,
+        "beam_size": 3, "segmentation_max_iterations": 20, "min_step_seconds": 5,
         "warmup_fraction": 0.1, "vocab_size": 30522, "bos_id": 101, "eos_id": 102, "pad_id": 0}
+    from models.hirest_joint import PAPER_OPTIMIZER
+
+    assert (PAPER_OPTIMIZER.func, PAPER_OPTIMIZER.keywords) == (torch.optim.AdamW, {"lr": 1e-5, "weight_decay": 0.01})
     data = {k: p.default for k, p in inspect.signature(HiRESTDataModule).parameters.items()}
     assert (data["batch_size"], data["max_frames"], data["max_words"], data["caption_frames"]) == (5, 2048, 48, 20)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
@@ -166,8 +165,7 @@ def test_hirest_argument_errors_exit_2(tmp_path, capsys):
     assert "not a HiREST root" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(shutil.which("java") is None, reason="java is not on PATH: captioning scores need it")
-def test_hirest_captioning_prints_clean_json(tmp_path, capsys):
+def test_hirest_captioning_prints_clean_json(tmp_path, capsys, java):
     paths = write_tiny_hirest(tmp_path)
     pred = tmp_path / "pred.json"
     pred.write_text(json.dumps({"a.mp4": {"captions": [{"sentence": "boil the water."}, {"sentence": "Add tea"}]}}))
@@ -205,12 +203,3 @@ def test_hirest_real_root(real_hirest_root, tmp_path, capsys):
                                                                     "0.7": 82.03114015614014}
 
 
-@pytest.fixture
-def real_hirest_root():
-    from conftest import shared_data_dir
-
-    base = shared_data_dir()
-    if base is None or not (base / "hirest/data/splits").is_dir():
-        pytest.skip("real HiREST annotations not available: set SPACEWALK_SHARED_DATA to the folder holding "
-                    "hirest/ (CI sets it to ../shared/data)")
-    return base / "hirest"

@@ -81,7 +81,7 @@ def _hf_cached(repo: str, names: Sequence[str]) -> bool:
 def bertscore_missing() -> str | None:
     """Why BERTScore cannot run offline, or None."""
     if importlib.util.find_spec("bert_score") is None:
-        return "bert_score is not installed (optional: pip install bert-score)"
+        return "bert_score is not installed (optional: pip install -e '.[bertscore]')"
     if not (_hf_cached(BERTSCORE_MODEL, ["config.json"])
             and _hf_cached(BERTSCORE_MODEL, ["model.safetensors", "pytorch_model.bin"])):
         return f"{BERTSCORE_MODEL} is not in the local Hugging Face cache (it is never downloaded at run time)"
