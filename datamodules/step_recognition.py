@@ -237,14 +237,21 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         for split in ("train", "val", "test"):
             self._index_split(split)
 
-    def _layout(self, video: np.ndarray | None, text: np.ndarray | None, second_text: np.ndarray | None) -> np.ndarray:
+    def layout(self, video: np.ndarray | None, text: np.ndarray | None, second_text: np.ndarray | None) -> np.ndarray:
         """[v], [t, t2] or [v, t, t2] by modality: one layout for clip, cells and steps alike."""
         blocks = ([video] if "video" in self.modalities else []) + \
             ([text, second_text] if "text" in self.modalities else [])
         return np.concatenate([np.asarray(x, dtype=np.float32) for x in blocks], axis=1)
 
-    def _index_split(self, split: str) -> None:
-        samples = self.dataset.step_samples(split)
+    def index_samples(self, name: str, samples: dict[str, list[StepSample]]) -> None:
+        """Index samples other than a split's official ones under `name` (e.g. a regular time grid for a decoder,
+        labels unknown), so that `loader(name)` batches them like a split's."""
+        if name in ("train", "val", "test"):
+            raise ValueError(f"{name!r} is an official split; index other samples under another name")
+        self._index_split(name, samples)
+
+    def _index_split(self, split: str, samples: dict[str, list[StepSample]] | None = None) -> None:
+        samples = self.dataset.step_samples(split) if samples is None else samples
         video_ids = list(samples)
         cols = {k: [] for k in ("recording", "sample_id", "label", "first_cell", "num_cells", "query_pos", "clip")}
         cells, steps = [], []
@@ -276,7 +283,7 @@ class StepRecognitionDataModule(pl.LightningDataModule):
                 window_text = window_text_features(bank.sentence_text, bank.sentence_start, bank.sentence_end, t,
                                                    self.context_seconds, rec.duration, self.text_pool,
                                                    self.empty_text)
-            cols["clip"].append(self._layout(window_video, window_text, window_text))
+            cols["clip"].append(self.layout(window_video, window_text, window_text))
             cols["recording"].append(np.full(len(ss), r))
             cols["sample_id"].append(np.array([s.id for s in ss]))
             cols["label"].append(np.array([s.label for s in ss]))
@@ -284,8 +291,8 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             cols["num_cells"].append(last - first + 1)
             cols["query_pos"].append(query - first)
             if self.cells:  # [num_cells, D] float32 per recording: 144 MB for the whole release at D = 768
-                cells.append(self._layout(bank.video, bank.cell_text, bank.cell_text))
-            steps.append(self._layout(bank.step_video, bank.step_narration, bank.step_caption))
+                cells.append(self.layout(bank.video, bank.cell_text, bank.cell_text))
+            steps.append(self.layout(bank.step_video, bank.step_narration, bank.step_caption))
         self.splits[split] = _SplitIndex(**{k: np.concatenate(v) for k, v in cols.items()})
         self.cell_features[split], self.step_features[split] = cells, steps
         self.video_ids[split], self.samples[split] = video_ids, samples
@@ -374,6 +381,13 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         return DataLoader(_Indices(n), batch_sampler=sampler, num_workers=self.num_workers,
                           collate_fn=partial(self.collate_share, split, rank, world),
                           persistent_workers=self.num_workers > 0)
+
+    def loader(self, name: str) -> DataLoader:
+        """All batches of split or indexed sample set `name`, in order, in this process (not shared across
+        processes as the Trainer's loaders are)."""
+        n = len(self.splits[name].label)
+        return DataLoader(_Indices(n), batch_sampler=global_batch_sampler(n, self.eval_batch_size, False),
+                          collate_fn=partial(self.collate_share, name, 0, 1))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

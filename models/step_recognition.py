@@ -73,6 +73,8 @@ class StepRecognitionModule(pl.LightningModule):
         self.register_buffer("tau", torch.tensor(math.nan, dtype=torch.float64))
         self.metrics = nn.ModuleDict()
         self.test_results: dict[str, Any] | None = None
+        # per split, the scores of the last complete pass as reported ({video: [n, K+1]}): what a decoder reads
+        self.split_scores: dict[str, dict[str, np.ndarray]] = {}
 
     # ---------------------------------------------------------------------------------------------
     # which videos each split has
@@ -240,6 +242,7 @@ class StepRecognitionModule(pl.LightningModule):
             log.warning("%s: no tau (validation saw no complete video in this limited run): not scored", split)
             return None
         predictions, reported = self.decide(scores)
+        self.split_scores[split] = reported
         result = step_recognition_metrics(metric.recordings, metric.samples, predictions, reported, metric.undefined)
         values = {f"{split}/{name}": result[name] for name in ("Accuracy", "mAP", "IoU") if result[name] is not None}
         if self.hparams.irrelevant == "threshold":

@@ -140,3 +140,26 @@ def test_train_on_external_video_features_without_a_video_encoder(tmp_path):
     assert {k: m[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
     config = (run_dir / "config.resolved.yaml").read_text()
     assert "modalities: video+text" in config and "video: null" in config
+
+
+def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_path):
+    run_dir = tmp_path / "run"
+    run("train.py", tmp_path, "model=lfb_avg", "context=1min", "trainer.max_epochs=2", "logger=csv",
+        "decoding=whole_recording", f"hydra.run.dir={run_dir}")
+    decoded_dir = run_dir / "decoded" / "whole_recording"
+    decoded = json.loads((decoded_dir / "metrics.json").read_text())
+    official = official_scores(tmp_path / "synthetic", "test", decoded_dir / "predictions.json")
+    assert {k: decoded[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
+    assert metrics(run_dir)["decoded"]["Accuracy"] == decoded["Accuracy"]
+    # chosen on val among the configured candidates, each with its val metrics
+    assert decoded["settings"] in [{k: c[k] for k in decoded["settings"]} for c in decoded["val_candidates"]]
+    assert len(decoded["val_candidates"]) == 5 * 3 * 3
+    assert list((decoded_dir / "timelines").glob("*.png")) and list((run_dir / "confusion").glob("*.png"))
+
+    again = tmp_path / "again"
+    best = next((run_dir / "checkpoints").glob("epoch*.ckpt"))
+    run("evaluate.py", tmp_path, f"ckpt_path={best}", "decoding=within_window", f"hydra.run.dir={again}")
+    assert {k: metrics(again)[k] for k in ("Accuracy", "mAP", "IoU")} == \
+        {k: metrics(run_dir)[k] for k in ("Accuracy", "mAP", "IoU")}  # the raw test numbers, re-tested
+    window = json.loads((again / "decoded" / "within_window" / "metrics.json").read_text())
+    assert window["decoding"] == "within_window" and "cell_calibration" in window

@@ -55,9 +55,10 @@ def build_model(cfg: DictConfig, feature_dim: int, output_dir: str | None):
     return model
 
 
-def draw_timelines(datamodule, output_dir: Path) -> None:
+def draw_pictures(datamodule, output_dir: Path) -> None:
+    """timelines/<video>.png and confusion/<video>.png of the test predictions."""
     from spacewalk.spacewalk18.predictions import read_step_predictions
-    from spacewalk.timeline import plot_timeline
+    from spacewalk.timeline import plot_confusion, plot_timeline
 
     samples = datamodule.samples["test"]
     recordings = datamodule.dataset.recordings
@@ -65,6 +66,37 @@ def draw_timelines(datamodule, output_dir: Path) -> None:
     for video_id, predictions in read.predictions.items():
         plot_timeline(recordings[video_id], samples[video_id], predictions,
                       output_dir / "timelines" / f"{video_id}.png")
+        plot_confusion(recordings[video_id], samples[video_id], predictions,
+                       output_dir / "confusion" / f"{video_id}.png")
+
+
+def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> None:
+    """The pictures as images and the test predictions as a table (video, sample, time, label, prediction and,
+    with decoding, the decoded label), for the runs that log to W&B."""
+    from pytorch_lightning.loggers import WandbLogger
+
+    loggers = [lg for lg in trainer.loggers if isinstance(lg, WandbLogger)]
+    if not loggers:
+        return
+    import wandb
+
+    from spacewalk.spacewalk18.predictions import read_step_predictions
+
+    recordings, samples = datamodule.dataset.recordings, datamodule.samples["test"]
+    rows = {"raw": read_step_predictions(output_dir / "predictions.json", recordings, samples).predictions}
+    folders = {"raw": output_dir}
+    if decoded:
+        folders["decoded"] = output_dir / "decoded" / decoded
+        rows["decoded"] = read_step_predictions(folders["decoded"] / "predictions.json", recordings,
+                                                samples).predictions
+    images = {f"test/{kind}/{name}": [wandb.Image(str(p), caption=p.stem) for p in sorted((f / kind).glob("*.png"))]
+              for name, f in folders.items() for kind in ("timelines", "confusion")}
+    columns = ["video", "sample_id", "timestamp", "label", *[f"{name} prediction" for name in rows]]
+    table = wandb.Table(columns=columns, data=[
+        [v, s.id, s.timestamp, s.label, *[int(rows[name][v][i]) for name in rows]]
+        for v in samples for i, s in enumerate(samples[v])])
+    for lg in loggers:
+        lg.experiment.log({**{k: v for k, v in images.items() if v}, "test/predictions": table})
 
 
 def _is_lightning_recipe(cfg: DictConfig) -> bool:
@@ -79,6 +111,7 @@ def _fit_or_validate_then_test(cfg: DictConfig, output_dir: Path, training: bool
         raise ValueError(f"model={cfg.model.head._target_.rsplit('.', 1)[-1]} is trained: run train.py, or "
                          "re-test one of its checkpoints with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
     trainer = build_trainer(cfg)
+    best = None
     if trainable:
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume_path(cfg))
         best, best_val_loss = best_checkpoint(trainer)
@@ -89,18 +122,43 @@ def _fit_or_validate_then_test(cfg: DictConfig, output_dir: Path, training: bool
         best_val_loss = float(trainer.validate(model, datamodule=datamodule)[0].get("val/loss", float("nan")))
         trainer.test(model, datamodule=datamodule)
     results = {"test": dict(model.test_results or {}), "best_val_loss": best_val_loss}
-    close_loggers(trainer)
-    if trainer.is_global_zero:
-        # the selection criterion next to the test numbers, for sweep summaries
-        from spacewalk.io import load_json, write_json
-        from spacewalk.spacewalk18.evaluation import format_table
-
-        metrics = load_json(output_dir / "metrics.json")
-        write_json(output_dir / "metrics.json", {**metrics, "best_val_loss": best_val_loss})
-        if cfg.get("plots", True):
-            draw_timelines(datamodule, output_dir)
-        log.info("test split:\n%s\noutputs: %s", format_table(results["test"]), output_dir)
+    results |= _decode(cfg, datamodule, model, trainer, best, output_dir)
+    _report(cfg, datamodule, model, trainer, output_dir, results)
     return results
+
+
+def _decode(cfg: DictConfig, datamodule, model, trainer, ckpt_path: str | None, output_dir: Path) -> dict[str, Any]:
+    """The plan decoding of conf/decoding (none by default): {"decoded": its test metrics} or nothing."""
+    from spacewalk.training import decoding
+
+    if not decoding.enabled(cfg):
+        return {}
+    # the kept checkpoint's val scores (the last validation of fit was the last epoch's), on every process
+    trainer.validate(model, datamodule=datamodule, ckpt_path=ckpt_path, verbose=False)
+    if not trainer.is_global_zero:
+        return {}
+    return {"decoded": decoding.decode_run(cfg, datamodule, model, output_dir, plots=cfg.get("plots", True))}
+
+
+def _report(cfg: DictConfig, datamodule, model, trainer, output_dir: Path, results: dict[str, Any]) -> None:
+    """metrics.json with the selection criterion (and the decoded test metrics), pictures, the summary."""
+    decoded = results.get("decoded")
+    if trainer.is_global_zero:
+        from spacewalk.io import load_json, write_json
+
+        extra = {k: results[k] for k in ("best_val_loss", "decoded") if k in results}
+        write_json(output_dir / "metrics.json", {**load_json(output_dir / "metrics.json"), **extra})
+        if cfg.get("plots", True):
+            draw_pictures(datamodule, output_dir)
+            log_to_wandb(trainer, datamodule, output_dir, decoded["decoding"] if decoded else None)
+    close_loggers(trainer)
+    if not trainer.is_global_zero:
+        return
+    from spacewalk.spacewalk18.evaluation import format_table
+
+    also = (f"\ndecoded ({decoded['decoding']}): Accuracy {decoded['Accuracy']:.2f}, IoU {decoded['IoU']:.2f} "
+            f"(outputs in decoded/{decoded['decoding']}/)" if decoded else "")
+    log.info("test split:\n%s%s\noutputs: %s", format_table(results["test"]), also, output_dir)
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -124,15 +182,19 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
 
 def evaluate_checkpoint(cfg: DictConfig, run_cfg: DictConfig, ckpt: Path) -> dict[str, Any]:
-    """Reload a train.py checkpoint with its run's own config and score the test split."""
+    """Reload a train.py checkpoint with its run's own config and score the test split; `decoding=...` on the
+    evaluate.py command line decodes it (re-decoding a finished run without retraining)."""
     if cfg.get("split", "test") != "test":
         raise ValueError("evaluate.py ckpt_path=... scores the test split (val is what the checkpoint was chosen on)")
+    with open_dict(run_cfg):
+        run_cfg.decoding = cfg.get("decoding") or {"name": "none"}
+        run_cfg.plots = cfg.get("plots", True)
     output_dir = Path(cfg.paths.output_dir)
     datamodule = build_datamodule(run_cfg)
     model = build_model(run_cfg, datamodule.feature_dim, str(output_dir))
     trainer = eval_trainer(run_cfg, output_dir)
     trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt))
-    results = dict(model.test_results or {})
-    if trainer.is_global_zero and cfg.get("plots", True):
-        draw_timelines(datamodule, output_dir)
+    results = {"test": dict(model.test_results or {})}
+    results |= _decode(run_cfg, datamodule, model, trainer, str(ckpt), output_dir)
+    _report(run_cfg, datamodule, model, trainer, output_dir, results)
     return results
