@@ -153,7 +153,7 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     assert metrics(run_dir)["decoded"]["Accuracy"] == decoded["Accuracy"]
     # chosen on val among the configured candidates, each with its val metrics
     assert decoded["settings"] in [{k: c[k] for k in decoded["settings"]} for c in decoded["val_candidates"]]
-    assert len(decoded["val_candidates"]) == 5 * 3 * 3
+    assert len(decoded["val_candidates"]) == 8 * 3 * 5 * 3
     assert list((decoded_dir / "timelines").glob("*.png")) and list((run_dir / "confusion").glob("*.png"))
 
     again = tmp_path / "again"

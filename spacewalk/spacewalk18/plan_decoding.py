@@ -184,16 +184,31 @@ class Calibration:
 # decoding
 
 
+LABEL_RULES = ("viterbi", "posterior", "balanced")
+
+
 @dataclass(frozen=True)
 class DecodeSettings:
     """What is chosen on val: emission_weight (< 1 when neighbouring observations share most of their window,
     so they are not independent evidence), prior_weight (the plan prior's, whole recording only), rate_scale
-    (< 1: stickier states), cell_weight (within the window: the cells' own scores)."""
+    (< 1: stickier states), cell_weight (within the window: the cells' own scores), labels (whole recording):
+    - "viterbi": the most likely path's classes;
+    - "posterior": each sample's most likely class (forward-backward);
+    - "balanced": the posterior divided by each class's decoded share of the recording's time. The chain's
+      posterior is over time, but the official samples are balanced over classes (about 2000 / (K + 1) each,
+      whatever a class lasts), so a sample is a priori as likely to be a 2-minute step as a 40-minute one; the
+      recipes were trained on such samples too. Dividing by the time share is the Bayes decision under that
+      sampling; it reads no label, only the decoded recording."""
 
     emission_weight: float = 1.0
     prior_weight: float = 0.0
     rate_scale: float = 1.0
     cell_weight: float = 0.0
+    labels: str = "viterbi"
+
+    def __post_init__(self):
+        if self.labels not in LABEL_RULES:
+            raise ValueError(f"labels must be one of {LABEL_RULES}, got {self.labels!r}")
 
     @staticmethod
     def grid(**values: Sequence[float]) -> list["DecodeSettings"]:
@@ -252,9 +267,14 @@ class WholeRecordingDecoder:
                                       np.array([s.timestamp for s in grid]))
         initial = self.plan.initial(num_steps)
         posterior, _ = forward_backward(emissions, matrices, index, initial)
-        path = viterbi(emissions, matrices, index, initial)[0]
+        per_class = _per_class(posterior[0], classes, recording.num_classes)
         cell = grid_cell(samples, grid_seconds, len(grid))
-        return Decoded(classes[path][cell], _per_class(posterior[0], classes, recording.num_classes)[cell])
+        if settings.labels == "viterbi":
+            return Decoded(classes[viterbi(emissions, matrices, index, initial)[0]][cell], per_class[cell])
+        if settings.labels == "balanced":
+            per_class = per_class / (per_class.mean(axis=0) + 1e-3)  # the floor keeps an unseen class finite
+            per_class /= per_class.sum(axis=1, keepdims=True)
+        return Decoded(per_class[cell].argmax(axis=1), per_class[cell])
 
 
 @dataclass
