@@ -90,6 +90,7 @@ def test_the_whole_recording_decoder_beats_the_raw_scores_and_ignores_where_samp
     rec, grid, truth, scores = noisy_recording(rng)
     plan = PlanModel.fit([noisy_recording(rng)[0]])
     decoder = WholeRecordingDecoder(plan)
+    scores = Calibration().log_probs(scores)
     annotated = truth >= 0
     settings = DecodeSettings(emission_weight=1.0)
     decoded = decoder.decode(rec, grid, scores, grid, settings, 12.0)
@@ -109,12 +110,13 @@ def test_the_window_decoder_uses_only_the_window():
     rng = np.random.default_rng(2)
     rec, grid, truth, cell_scores = noisy_recording(rng)
     plan = PlanModel.fit([noisy_recording(rng)[0]])
-    decoder = WithinWindowDecoder(plan, Calibration(), Calibration(), 12.0)
+    decoder = WithinWindowDecoder(plan, 12.0)
+    cell_scores = Calibration().log_probs(cell_scores)
     n = len(grid)
     first = np.clip(np.arange(n) - 5, 0, None)
     last = np.minimum(np.arange(n) + 5, n - 1)
     query = np.arange(n) - first
-    sample_scores = softmax(rng.normal(size=(n, rec.num_classes)), axis=1)  # uninformative samples
+    sample_scores = np.log(softmax(rng.normal(size=(n, rec.num_classes)), axis=1))  # uninformative samples
     settings = DecodeSettings(emission_weight=1.0, cell_weight=1.0)
     decoded = decoder.decode(rec, cell_scores, sample_scores, first, last - first + 1, query, settings)
     annotated = truth >= 0
@@ -122,6 +124,6 @@ def test_the_window_decoder_uses_only_the_window():
     assert (decoded.labels == truth)[annotated].mean() > raw + 0.1
     # a cell outside every window of the first sample changes nothing of its decoding
     changed = cell_scores.copy()
-    changed[20:] = rng.normal(size=changed[20:].shape) * 10
+    changed[20:] = np.log(softmax(rng.normal(size=changed[20:].shape) * 10, axis=1))
     again = decoder.decode(rec, changed, sample_scores[:1], first[:1], (last - first + 1)[:1], query[:1], settings)
     assert again.labels[0] == decoded.labels[0] and np.allclose(again.posteriors[0], decoded.posteriors[0])

@@ -158,8 +158,11 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
 
     again = tmp_path / "again"
     best = next((run_dir / "checkpoints").glob("epoch*.ckpt"))
-    run("evaluate.py", tmp_path, f"ckpt_path={best}", "decoding=within_window", f"hydra.run.dir={again}")
+    # within the window, with the run itself as a second ensemble member (its window is not larger)
+    run("evaluate.py", tmp_path, f"ckpt_path={best}", "decoding=within_window", f"decoding.ensemble=[{best}]",
+        f"hydra.run.dir={again}")
     assert {k: metrics(again)[k] for k in ("Accuracy", "mAP", "IoU")} == \
         {k: metrics(run_dir)[k] for k in ("Accuracy", "mAP", "IoU")}  # the raw test numbers, re-tested
     window = json.loads((again / "decoded" / "within_window" / "metrics.json").read_text())
     assert window["decoding"] == "within_window" and "cell_calibration" in window
+    assert window["ensemble"] == [str(best)] and len(window["calibrations"]) == 2

@@ -250,14 +250,14 @@ class WholeRecordingDecoder:
     recording informs every other, like an annotator who watched it all); each sample takes its grid cell."""
 
     plan: PlanModel
-    calibration: Calibration = field(default_factory=Calibration)
     prior: object | None = None  # a fitted PlanPriorBaseline, for prior_weight > 0
 
-    def decode(self, recording: Recording, grid: Sequence[StepSample], grid_scores: np.ndarray,
+    def decode(self, recording: Recording, grid: Sequence[StepSample], grid_log_probs: np.ndarray,
                samples: Sequence[StepSample], settings: DecodeSettings, grid_seconds: float) -> Decoded:
+        """grid_log_probs [G, K+1]: calibrated log-probabilities of the classes at the grid points."""
         num_steps = recording.num_classes - 1
         classes = PlanModel.state_classes(num_steps)
-        log_probs = self.calibration.log_probs(grid_scores) * settings.emission_weight
+        log_probs = grid_log_probs * settings.emission_weight
         if settings.prior_weight:
             if self.prior is None:
                 raise ValueError("prior_weight > 0 needs a fitted plan prior")
@@ -282,25 +282,27 @@ class WithinWindowDecoder:
     """Decodes each sample from what its window holds (the benchmark's protocol): the window's cells, each
     scored on its own (`cell_calibration` of e.g. zero-shot cell scores), and the recipe's score of the sample,
     observed at the sample's cell. A chain over the window's cells, from a uniform start over the classes (the
-    window does not know where in the recording it is); the label is the Viterbi path at the sample's cell."""
+    window does not know where in the recording it is); the label is the Viterbi path at the sample's cell.
+    The cell scores and the recipe's come calibrated (`Calibration`), each fitted on val."""
 
     plan: PlanModel
-    calibration: Calibration
-    cell_calibration: Calibration
     cell_seconds: float
 
-    def decode(self, recording: Recording, cell_scores: np.ndarray, sample_scores: np.ndarray,
+    def decode(self, recording: Recording, cell_log_probs: np.ndarray, sample_log_probs: np.ndarray,
                first_cell: np.ndarray, num_cells: np.ndarray, query_pos: np.ndarray,
                settings: DecodeSettings) -> Decoded:
+        """cell_log_probs [C, K+1]: each cell's calibrated class log-probabilities from the cell alone;
+        sample_log_probs [n, K+1]: the recipe's, of each sample; first_cell, num_cells, query_pos [n]: the
+        sample's window in cells and its own cell within it."""
         num_steps = recording.num_classes - 1
         classes = PlanModel.state_classes(num_steps)
         n, m = len(first_cell), int(num_cells.max())
-        cells = self.cell_calibration.log_probs(cell_scores)[:, classes] * settings.cell_weight
+        cells = cell_log_probs[:, classes] * settings.cell_weight
         offsets = np.arange(m)
         inside = offsets[None, :] < num_cells[:, None]
         rows = np.minimum(first_cell[:, None] + offsets[None, :], len(cells) - 1)
         emissions = np.where(inside[..., None], cells[rows], 0.0)  # left-aligned; past the window: no evidence
-        recipe = self.calibration.log_probs(sample_scores)[:, classes] * settings.emission_weight
+        recipe = sample_log_probs[:, classes] * settings.emission_weight
         emissions[np.arange(n), query_pos] += recipe
         q = self.plan.rate_matrix(num_steps, settings.rate_scale)
         matrices = expm(q * self.cell_seconds)[None]

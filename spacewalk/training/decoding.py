@@ -3,7 +3,9 @@ test with the kept checkpoint, its scores are decoded by spacewalk/spacewalk18/p
 
 Everything the decoder learns comes from train (the plan: transitions and durations; the plan prior) and
 val (the calibration of the scores; the settings, chosen from `decoding.grid` by val Accuracy); test is
-decoded once with them. Writes into <run>/decoded/<name>/: predictions.json (official format: the Viterbi
+decoded once with them. `decoding.ensemble` adds other finished runs (their checkpoints): each member's
+scores are calibrated on val and the log-probabilities averaged (within the window, a member may not see
+more than this run's window). Writes into <run>/decoded/<name>/: predictions.json (official format: the Viterbi
 labels and the per-class posteriors as scores), metrics.json (test metrics, the chosen settings and
 calibrations, and the val metrics of every candidate), timelines/ (true, raw and decoded rows) and
 confusion/ (per test recording).
@@ -76,51 +78,100 @@ def _cell_labels(recording, num_cells: int, seconds: float) -> np.ndarray:
     return np.array([recording.label_at_frame(min(frame_of(t), recording.num_frames - 1)) for t in centres])
 
 
-def _decoder_and_runner(cfg: DictConfig, datamodule, model, scores: dict[str, dict[str, np.ndarray]]):
-    """The decoder the settings ask for, and `run(split, settings) -> {video: Decoded}`."""
+def _scores(model, datamodule, whole_recording: bool, grids: Mapping[str, list] | None) -> dict[str, Any]:
+    """A model's val and test scores (from its last validate / test) and, for the whole recording, its grid's."""
+    scores = {"val": model.split_scores["val"], "test": model.split_scores["test"],
+              "context": datamodule.context_seconds}
+    if whole_recording:
+        datamodule.index_samples(GRID, grids)
+        scores["grid"] = score_samples(model, datamodule, GRID)
+    return scores
+
+
+def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids) -> dict[str, Any]:
+    """Another finished run of the ensemble (`decoding.ensemble`): its own config, data and checkpoint, on
+    one process."""
+    import pytorch_lightning as pl
+
+    from spacewalk.training.common import load_run_config
+    from spacewalk.training.step_recognition import build_datamodule, build_model
+
+    run_cfg = load_run_config(Path(ckpt), str(output_dir))
+    datamodule = build_datamodule(run_cfg)
+    model = build_model(run_cfg, datamodule.feature_dim, None)
+    trainer = pl.Trainer(accelerator=run_cfg.trainer.accelerator, devices=1, logger=False, callbacks=[],
+                         enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
+                         precision=run_cfg.trainer.get("precision", "32-true"))
+    trainer.validate(model, datamodule=datamodule, ckpt_path=ckpt, verbose=False)
+    trainer.test(model, datamodule=datamodule, ckpt_path=ckpt, verbose=False)
+    return _scores(model, datamodule, whole_recording, grids)
+
+
+def _mean_log_probs(members: list[dict[str, Any]], labels: Mapping[str, np.ndarray], key: str) -> tuple[
+        dict[str, np.ndarray], list[dict]]:
+    """Each member's scores calibrated on val (`labels`), then averaged: the ensemble's log-probabilities of
+    `key` ("val", "test" or "grid"), and the calibrations."""
+    calibrations = [Calibration.fit(m["val"], labels) for m in members]
+    videos = members[0][key]
+    out = {v: np.mean([c.log_probs(m[key][v]) for c, m in zip(calibrations, members)], axis=0) for v in videos}
+    return out, [asdict(c) for c in calibrations]
+
+
+def _decoder_and_runner(cfg: DictConfig, datamodule, model, output_dir: Path):
+    """The decoder the settings ask for, what it learned, and `run(split, settings) -> {video: Decoded}`."""
     dc = cfg.decoding
     dataset = datamodule.dataset
     samples = datamodule.samples
+    whole = dc.name == "whole_recording"
     plan = PlanModel.fit(dataset.split("train"), max_offset=dc.max_offset, smoothing=dc.smoothing)
-    calibration = Calibration.fit(scores["val"], _labels(samples["val"]))
     seconds = datamodule.bank.config.segment_seconds
-    if dc.name == "whole_recording":
-        grids = {v: grid_samples(dataset.recordings[v], seconds) for split in ("val", "test") for v in samples[split]}
-        datamodule.index_samples(GRID, grids)
-        grid_scores = score_samples(model, datamodule, GRID)
-        prior = PlanPriorBaseline().fit(dataset, "train")
-        decoder = WholeRecordingDecoder(plan, calibration, prior)
+    grids = ({v: grid_samples(dataset.recordings[v], seconds) for split in ("val", "test") for v in samples[split]}
+             if whole else None)
+    members = [_scores(model, datamodule, whole, grids)]
+    for ckpt in dc.get("ensemble") or []:
+        members.append(_member_scores(str(ckpt), output_dir / "ensemble", whole, grids))
+        if not whole and members[-1]["context"] > datamodule.context_seconds:
+            raise ValueError(f"decoding=within_window keeps to the sample's window: ensemble member {ckpt} sees "
+                             f"{members[-1]['context']:g} s, more than this run's {datamodule.context_seconds:g} s")
+    val_labels = _labels(samples["val"])
+    fitted = {"plan": asdict(plan), "ensemble": [str(c) for c in dc.get("ensemble") or []]}
+    if whole:
+        grid_log_probs, fitted["calibrations"] = _mean_log_probs(members, val_labels, "grid")
+        decoder = WholeRecordingDecoder(plan, PlanPriorBaseline().fit(dataset, "train"))
 
         def run(split, settings):
-            return {v: decoder.decode(dataset.recordings[v], grids[v], grid_scores[v], samples[split][v], settings,
+            return {v: decoder.decode(dataset.recordings[v], grids[v], grid_log_probs[v], samples[split][v], settings,
                                       seconds) for v in samples[split]}
 
-        return {"plan": asdict(plan), "calibration": asdict(calibration)}, run
+        return fitted, run
+    sample_log_probs = {}
+    for split in ("val", "test"):
+        sample_log_probs[split], fitted["calibrations"] = _mean_log_probs(members, val_labels, split)
     cell_scores = {split: _cell_scores(datamodule, split) for split in ("val", "test")}
     val_cells = {v: _cell_labels(dataset.recordings[v], len(s), seconds) for v, s in cell_scores["val"].items()}
     annotated = {v: labels != NOT_ANNOTATED for v, labels in val_cells.items()}
     cell_calibration = Calibration.fit({v: cell_scores["val"][v][annotated[v]] for v in val_cells},
                                        {v: val_cells[v][annotated[v]] for v in val_cells})
-    decoder = WithinWindowDecoder(plan, calibration, cell_calibration, seconds)
+    fitted["cell_calibration"] = asdict(cell_calibration)
+    decoder = WithinWindowDecoder(plan, seconds)
 
     def run(split, settings):
         ix, out = datamodule.splits[split], {}
         for r, v in enumerate(datamodule.video_ids[split]):
             rows = ix.recording == r
-            out[v] = decoder.decode(dataset.recordings[v], cell_scores[split][v], scores[split][v],
-                                    ix.first_cell[rows], ix.num_cells[rows], ix.query_pos[rows], settings)
+            out[v] = decoder.decode(dataset.recordings[v], cell_calibration.log_probs(cell_scores[split][v]),
+                                    sample_log_probs[split][v], ix.first_cell[rows], ix.num_cells[rows],
+                                    ix.query_pos[rows], settings)
         return out
 
-    return {"plan": asdict(plan), "calibration": asdict(calibration),
-            "cell_calibration": asdict(cell_calibration)}, run
+    return fitted, run
 
 
 def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool = True) -> dict[str, Any]:
     """Fit the decoder (train, val), choose its settings on val, decode test; write and return its results.
     Called on rank 0 once the kept checkpoint has been tested and validated (`model.split_scores`)."""
     name = cfg.decoding.name
-    scores = {"val": model.split_scores["val"], "test": model.split_scores["test"]}
-    fitted, run = _decoder_and_runner(cfg, datamodule, model, scores)
+    fitted, run = _decoder_and_runner(cfg, datamodule, model, output_dir)
     recordings = datamodule.dataset.recordings
     samples = datamodule.samples
 
