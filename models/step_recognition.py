@@ -73,8 +73,10 @@ class StepRecognitionModule(pl.LightningModule):
         self.register_buffer("tau", torch.tensor(math.nan, dtype=torch.float64))
         self.metrics = nn.ModuleDict()
         self.test_results: dict[str, Any] | None = None
-        # per split, the scores of the last complete pass as reported ({video: [n, K+1]}): what a decoder reads
+        # per split, the scores of the last complete pass as reported ({video: [n, K+1]}): what a decoder reads,
+        # and its official metrics
         self.split_scores: dict[str, dict[str, np.ndarray]] = {}
+        self.split_results: dict[str, dict[str, Any]] = {}
 
     # ---------------------------------------------------------------------------------------------
     # which videos each split has
@@ -244,6 +246,7 @@ class StepRecognitionModule(pl.LightningModule):
         predictions, reported = self.decide(scores)
         self.split_scores[split] = reported
         result = step_recognition_metrics(metric.recordings, metric.samples, predictions, reported, metric.undefined)
+        self.split_results[split] = result
         values = {f"{split}/{name}": result[name] for name in ("Accuracy", "mAP", "IoU") if result[name] is not None}
         if self.hparams.irrelevant == "threshold":
             values[f"{split}/tau"] = float(self.tau)

@@ -166,3 +166,14 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     window = json.loads((again / "decoded" / "within_window" / "metrics.json").read_text())
     assert window["decoding"] == "within_window" and "cell_calibration" in window
     assert window["ensemble"] == [str(best)] and len(window["calibrations"]) == 2
+
+
+def test_selection_runs_stop_before_the_test_split(tmp_path):
+    run_dir = tmp_path / "run"
+    run("train.py", tmp_path, "model=lfb_avg", "context=1min", "trainer.max_epochs=2", "logger=csv", "plots=false",
+        "test=false", f"hydra.run.dir={run_dir}")
+    m = metrics(run_dir)
+    assert m["split"] == "val" and m["best_val_loss"] is not None and not (run_dir / "predictions.json").exists()
+    assert m["Accuracy"] == pytest.approx(np.mean([v["Accuracy"] for v in m["per_video"].values()]))
+    header = (run_dir / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0]
+    assert "test/Accuracy" not in header

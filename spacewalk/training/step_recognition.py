@@ -116,6 +116,8 @@ def _fit_or_validate_then_test(cfg: DictConfig, output_dir: Path, training: bool
         trainer.fit(model, datamodule=datamodule, ckpt_path=resume_path(cfg))
         best, best_val_loss = best_checkpoint(trainer)
         log.info("best checkpoint (val/loss %s): %s", best_val_loss, best or "none: testing the last weights")
+        if not cfg.get("test", True):
+            return _validate_only(cfg, datamodule, model, trainer, best, best_val_loss, output_dir)
         trainer.test(model, datamodule=datamodule, ckpt_path=best)
     else:
         log.info("%s has no trainable parameters: validate (tau) and test", type(model.head).__name__)
@@ -125,6 +127,23 @@ def _fit_or_validate_then_test(cfg: DictConfig, output_dir: Path, training: bool
     results |= _decode(cfg, datamodule, model, trainer, best, output_dir)
     _report(cfg, datamodule, model, trainer, output_dir, results)
     return results
+
+
+def _validate_only(cfg: DictConfig, datamodule, model, trainer, best: str | None, best_val_loss: float | None,
+                   output_dir: Path) -> dict[str, Any]:
+    """`test=false`, for choosing a setting: the kept checkpoint's val metrics in metrics.json, no test step
+    (so a variant that is not chosen never shows a test number)."""
+    trainer.validate(model, datamodule=datamodule, ckpt_path=best, verbose=False)
+    val = model.split_results["val"]
+    close_loggers(trainer)
+    if trainer.is_global_zero:
+        from spacewalk.io import write_json
+        from spacewalk.spacewalk18.evaluation import format_table
+
+        write_json(output_dir / "metrics.json", {"split": "val", **val, "tau": float(model.tau),
+                                                 "best_val_loss": best_val_loss})
+        log.info("val split (test=false, no test step):\n%s\noutputs: %s", format_table(val), output_dir)
+    return {"val": val, "best_val_loss": best_val_loss}
 
 
 def _decode(cfg: DictConfig, datamodule, model, trainer, ckpt_path: str | None, output_dir: Path) -> dict[str, Any]:
