@@ -282,7 +282,8 @@ class WithinWindowDecoder:
     """Decodes each sample from what its window holds (the benchmark's protocol): the window's cells, each
     scored on its own (`cell_calibration` of e.g. zero-shot cell scores), and the recipe's score of the sample,
     observed at the sample's cell. A chain over the window's cells, from a uniform start over the classes (the
-    window does not know where in the recording it is); the label is the Viterbi path at the sample's cell.
+    window does not know where in the recording it is); the label is the Viterbi path at the sample's cell or
+    its most likely class there (`labels`).
     The cell scores and the recipe's come calibrated (`Calibration`), each fitted on val."""
 
     plan: PlanModel
@@ -312,9 +313,13 @@ class WithinWindowDecoder:
         # uniform over the K + 1 classes; Irrelevant's share spread over its K + 1 memory states
         initial = np.where(classes > 0, 1.0, 1.0 / (num_steps + 1)) / (num_steps + 1)
         posterior, _ = forward_backward(emissions, matrices, index, initial)
-        path = viterbi(emissions, matrices, index, initial)
         at_query = np.arange(n), query_pos
-        return Decoded(classes[path[at_query]], _per_class(posterior[at_query], classes, recording.num_classes))
+        per_class = _per_class(posterior[at_query], classes, recording.num_classes)
+        if settings.labels == "balanced":
+            raise ValueError("labels=balanced needs the whole recording (each class's share of it)")
+        if settings.labels == "posterior":
+            return Decoded(per_class.argmax(axis=1), per_class)
+        return Decoded(classes[viterbi(emissions, matrices, index, initial)[at_query]], per_class)
 
 
 def choose_settings(candidates: Sequence[DecodeSettings], decode_split) -> tuple[DecodeSettings, list[dict]]:
