@@ -108,8 +108,8 @@ def _fit_or_validate_then_test(cfg: DictConfig, output_dir: Path, training: bool
     model = build_model(cfg, datamodule.feature_dim, str(output_dir))
     trainable = any(p.requires_grad for p in model.parameters())
     if trainable and not training:
-        raise ValueError(f"model={cfg.model.head._target_.rsplit('.', 1)[-1]} is trained: run train.py, or "
-                         "re-test one of its checkpoints with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
+        raise ValueError(f"this recipe ({type(model.head).__name__} head) is trained: run train.py, or re-test one of "
+                         "its checkpoints with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
     trainer = build_trainer(cfg)
     best = None
     if trainable:
@@ -194,8 +194,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         return evaluate_step_recognition(dataset, model, cfg.split, cfg.paths.output_dir, fit_split=cfg.fit_split,
                                          plots=cfg.plots)
     if cfg.split != "test":
-        raise ValueError(f"model={cfg.model.head._target_.rsplit('.', 1)[-1]} fits tau on val and scores the "
-                         f"test split (got split={cfg.split})")
+        raise ValueError(f"a step-recognition recipe fits tau on val and scores the test split (got split={cfg.split})")
     output_dir = start_run(cfg)
     return _fit_or_validate_then_test(cfg, output_dir, training=False)["test"]
 
