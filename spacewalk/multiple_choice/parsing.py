@@ -93,3 +93,12 @@ def parse_number(reply: str, num_choices: int) -> int | None:
 
 def letter(index: int) -> str:
     return string.ascii_uppercase[index]
+
+
+def fill_unparsable(choice: int | None, answer: int | None, num_options: int) -> int:
+    """The index written to an official file that has no "no answer" value: the choice, or for an unparsable
+    reply one that is certainly wrong (the option after the answer), so the official scorer counts it wrong
+    as metrics.json does; 0 when the answer is hidden (a leaderboard scores it, whatever it is)."""
+    if choice is not None:
+        return choice
+    return 0 if answer is None else (answer + 1) % num_options

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
-from spacewalk.multiple_choice.parsing import letter, parse_letter
+from spacewalk.multiple_choice.parsing import fill_unparsable, letter, parse_letter
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import Question, Spacewalk18
 from spacewalk.spacewalk18.predictions import write_qa_predictions
@@ -52,14 +52,6 @@ def open_dataset(root: str | Path | None = None, synthetic_root: str | Path | No
 
 def choices_block(options: Sequence[str], labels: Sequence[str]) -> str:
     return "Here are the choices:\n" + "\n".join(f"({label}) {option}" for label, option in zip(labels, options))
-
-
-def fill_unparsable(choice: int | None, answer: int | None, num_options: int) -> int:
-    """The index written to an official list-shaped file: the choice, or for an unparsable reply a choice
-    that is certainly wrong (the one after the answer; 0 when the answer is hidden)."""
-    if choice is not None:
-        return choice
-    return 0 if answer is None else (answer + 1) % num_options
 
 
 class QuestionAnswering:

@@ -26,11 +26,11 @@ import numpy as np
 
 from spacewalk.io import write_json
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
-from spacewalk.multiple_choice.parsing import parse_number
+from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, StepSample, samples_to_json
 from spacewalk.spacewalk18.predictions import write_step_predictions
-from spacewalk.spacewalk18.question_answering import choices_block, fill_unparsable, open_dataset
+from spacewalk.spacewalk18.question_answering import choices_block, open_dataset
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, parse_duration
 
