@@ -1,0 +1,88 @@
+"""evaluate.py's multiple-choice runs as a user runs them: the default command on the synthetic data, a run
+killed mid-way and re-run with the same command (the run directory is found again and the metrics equal an
+uninterrupted run's), the step questions' official predictions, and train.py's refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from spacewalk.multiple_choice import runner
+from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
+from spacewalk.spacewalk18.question_answering import question_answering_task
+from spacewalk.training.multiple_choice import train
+
+SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=40,
+                 retrieval_samples_per_video=4, questions_per_video=8)
+SMALL = [f"+data.synthetic.{k}={v}".replace(" ", "") for k, v in SYNTHETIC.items()] + ["multiple_choice.progress=false"]
+
+
+def run(script: str, *overrides: str, log_dir: Path, env: dict | None = None, check: bool = True):
+    environment = os.environ | {"SPACEWALK_LOG_DIR": str(log_dir), "OMP_NUM_THREADS": "1",
+                                "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"} | (env or {})
+    result = subprocess.run([sys.executable, script, *overrides], cwd=REPO, capture_output=True, text=True,
+                            env=environment)
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def only_run_dir(log_dir: Path) -> Path:
+    runs = [p.parent for p in log_dir.glob("evaluate/runs/multiple_choice/*/*/*/run.json")]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+@pytest.mark.slow
+def test_evaluate_default_and_a_killed_run_resumes_to_the_same_metrics(tmp_path):
+    data = [f"data.synthetic_root={tmp_path / 'synthetic'}", *SMALL]
+    # the default backend (random) on the default data config
+    run("evaluate.py", "data=spacewalk18_qa", *data, log_dir=tmp_path / "default")
+    default_dir = only_run_dir(tmp_path / "default")
+    assert default_dir.parts[-3:-1] == ("spacewalk18_qa", "random")
+    assert {"records.jsonl", "metrics.json", "answers.json", "run.json"} <= {p.name for p in default_dir.iterdir()}
+
+    command = ["data=spacewalk18_qa", *data, "model=mc_scripted", "model._target_=multiple_choice_fakes.KilledAfter",
+               "multiple_choice.chunk_size=4"]
+    # the uninterrupted run, through the library (the same task and backend as the command builds)
+    whole = tmp_path / "whole"
+    task = question_answering_task(None, tmp_path / "synthetic", 0, SYNTHETIC)
+    runner.run(task, ScriptedBackend(), whole, chunk_size=4, progress=False)
+
+    killed = run("evaluate.py", *command, log_dir=tmp_path / "killed", env={"SPACEWALK_TEST_KILL_AFTER": "8"},
+                 check=False)
+    assert killed.returncode != 0
+    run_dir = only_run_dir(tmp_path / "killed")
+    assert len((run_dir / "records.jsonl").read_text().splitlines()) == 8 and not (run_dir / "metrics.json").exists()
+    run("evaluate.py", *command, log_dir=tmp_path / "killed")  # the same command: finds run_dir, resumes
+    assert only_run_dir(tmp_path / "killed") == run_dir
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics == json.loads((whole / "metrics.json").read_text()) and metrics["Accuracy"] == 100.0
+    assert (run_dir / "records.jsonl").read_text() == (whole / "records.jsonl").read_text()
+    assert (run_dir / "answers.json").read_text() == (whole / "answers.json").read_text()
+
+    # other settings in the same directory are refused
+    other = run("evaluate.py", *command, f"hydra.run.dir={run_dir}", "data.transcript_in_prompt=true",
+                log_dir=tmp_path / "killed", check=False)
+    assert other.returncode != 0 and "other settings" in other.stderr
+
+
+@pytest.mark.slow
+def test_step_questions_give_official_predictions_and_train_refuses(tmp_path):
+    out = tmp_path / "run"
+    run("evaluate.py", "data=spacewalk18_step_questions", f"data.synthetic_root={tmp_path / 'synthetic'}", *SMALL,
+        "model=mc_scripted", "context=1min", f"hydra.run.dir={out}", log_dir=tmp_path)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["Accuracy"] == 100.0 and metrics["count"] == 80 and metrics["official_samples"] is True
+    scored = subprocess.run([sys.executable, "-m", "spacewalk.score", "--root", str(tmp_path / "synthetic"),
+                             "--split", "test", "--predictions", str(out / "predictions.json")], cwd=REPO,
+                            capture_output=True, text=True, check=True)
+    assert json.loads(scored.stdout)["IoU"] == pytest.approx(metrics["IoU"])
+    with pytest.raises(ValueError, match="nothing to train"):
+        train(None)
