@@ -1,0 +1,157 @@
+"""An OpenAI-compatible chat-completions client (`POST {base_url}/chat/completions`): the paper's GPT-4o and
+GPT-5, and vLLM, Ollama or any server that speaks the same API.
+
+The base URL and the key come from environment variables (names configurable: OPENAI_BASE_URL and
+OPENAI_API_KEY by default; a local server may need no key). Each item is one request: the prompt's parts in
+order as content parts, the item's frames (FrameRule: the model's count uniformly, or an fps rule) as base64
+JPEG `image_url` parts where the prompt's visual marker is, temperature 0. Requests are spaced to at most
+`requests_per_minute`; a 429, a 5xx, a timeout or a dropped connection is retried after an exponential
+backoff (`backoff_seconds * 2**attempt`, or the server's Retry-After when it says), up to `max_retries`
+times, then the error is raised (the run stops; re-running resumes). Any other HTTP error is raised at once
+with the server's message. Standard library only (urllib).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Sequence
+
+import numpy as np
+
+from spacewalk.multiple_choice.frames import FrameRule, sample_frames
+from spacewalk.multiple_choice.items import MultipleChoiceItem
+from spacewalk.multiple_choice.task import Prompt, Reply
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+def jpeg_data_url(frame: np.ndarray, max_side: int | None = 768, quality: int = 90) -> str:
+    from PIL import Image
+
+    image = Image.fromarray(frame)
+    if max_side is not None and max(image.size) > max_side:
+        image.thumbnail((max_side, max_side))
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def chat_messages(prompt: Prompt, images: Sequence[str] = (), image_detail: str | None = None) -> list[dict]:
+    """The prompt as chat messages: its parts in order, the images at the first visual marker (further
+    markers dropped; no images: markers dropped)."""
+    content: list[dict[str, Any]] = []
+    placed = False
+    for part in prompt.parts:
+        if part == Prompt.VISUAL:
+            if not placed:
+                for url in images:
+                    image = {"url": url} | ({"detail": image_detail} if image_detail else {})
+                    content.append({"type": "image_url", "image_url": image})
+                placed = True
+            continue
+        content.append({"type": "text", "text": part})
+    messages = [{"role": "system", "content": prompt.system}] if prompt.system else []
+    return messages + [{"role": "user", "content": content}]
+
+
+class OpenAIChatBackend:
+    def __init__(self, model: str, base_url_env: str = "OPENAI_BASE_URL", api_key_env: str = "OPENAI_API_KEY",
+                 default_base_url: str = "https://api.openai.com/v1", num_frames: int | None = 8,
+                 fps: float | None = None, max_frames: int | None = None, text_only: bool = False,
+                 image_max_side: int | None = 768, image_detail: str | None = None, max_tokens: int = 16,
+                 temperature: float = 0.0, requests_per_minute: float = 60.0, max_retries: int = 6,
+                 backoff_seconds: float = 2.0, max_backoff_seconds: float = 120.0, timeout_seconds: float = 120.0,
+                 extra_body: dict | None = None, video_backend: str = "decord"):
+        self.model = model
+        self.name = f"openai:{model}"
+        self.base_url = os.environ.get(base_url_env, default_base_url).rstrip("/")
+        self.api_key = os.environ.get(api_key_env)
+        self.api_key_env = api_key_env
+        self.rule = None if text_only else FrameRule(num_frames, fps, max_frames, video_backend)
+        self.image_max_side, self.image_detail = image_max_side, image_detail
+        self.max_tokens, self.temperature = int(max_tokens), float(temperature)
+        self.min_interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
+        self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff_seconds), float(max_backoff_seconds)
+        self.timeout = float(timeout_seconds)
+        self.extra_body = dict(extra_body or {})
+        self._last_request = -float("inf")
+
+    # ---- HTTP ----
+
+    def _wait_for_rate_limit(self) -> None:
+        wait = self._last_request + self.min_interval - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        self._last_request = time.monotonic()
+
+    def _post(self, body: dict) -> dict:
+        url = f"{self.base_url}/chat/completions"
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = json.dumps(body).encode()
+        for attempt in range(self.max_retries + 1):
+            self._wait_for_rate_limit()
+            retry_after = None
+            try:
+                request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    return json.loads(response.read().decode())
+            except urllib.error.HTTPError as e:
+                message = e.read().decode(errors="replace")[:500]
+                if e.code not in RETRY_STATUS:
+                    hint = f" (is {self.api_key_env} set?)" if e.code in (401, 403) else ""
+                    raise RuntimeError(f"{url}: HTTP {e.code}{hint}: {message}") from e
+                problem = f"HTTP {e.code}: {message}"
+                retry_after = e.headers.get("Retry-After") if e.headers else None
+            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:
+                problem = f"{type(e).__name__}: {e}"
+            if attempt == self.max_retries:
+                raise RuntimeError(f"{url}: gave up after {self.max_retries + 1} attempts; last: {problem}")
+            delay = min(self.max_backoff, self.backoff * 2 ** attempt)
+            if retry_after is not None:
+                try:
+                    delay = min(self.max_backoff, max(delay, float(retry_after)))
+                except ValueError:
+                    pass
+            log.warning("%s (attempt %d of %d); retrying in %.1f s", problem, attempt + 1, self.max_retries + 1, delay)
+            time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _complete(self, messages: list[dict]) -> tuple[str, dict]:
+        body = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                "max_tokens": self.max_tokens} | self.extra_body
+        response = self._post(body)
+        try:
+            text = response["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError) as e:
+            raise RuntimeError(f"{self.base_url}: unexpected response {str(response)[:300]}") from e
+        return text, {"usage": response.get("usage")} if response.get("usage") else {}
+
+    # ---- the Backend protocol ----
+
+    def _images(self, item: MultipleChoiceItem) -> list[str]:
+        if self.rule is None or item.visual is None:
+            return []
+        frames, _ = sample_frames(item.visual, self.rule)
+        return [jpeg_data_url(f, self.image_max_side) for f in frames]
+
+    def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
+        replies = []
+        for item, prompt in zip(items, prompts):
+            text, meta = self._complete(chat_messages(prompt, self._images(item), self.image_detail))
+            replies.append(Reply(text=text, meta=meta))
+        return replies
+
+    def generate(self, prompts: Sequence[Prompt]) -> list[str]:
+        return [self._complete(chat_messages(p))[0] for p in prompts]

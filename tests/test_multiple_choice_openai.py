@@ -1,0 +1,155 @@
+"""The OpenAI-compatible client against a stub chat-completions server on 127.0.0.1 (started here; no other
+network): the request it sends (model, temperature 0, key, frames as base64 JPEG where the prompt's visual
+marker is), retries with backoff on 429, 5xx and a timeout, the request-rate limit, errors that are not
+retried, and answers through the runner."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from spacewalk.multiple_choice import runner
+from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.parsing import parse_letter
+from spacewalk.multiple_choice.task import Prompt
+
+
+class Stub:
+    """Serves the queued (status, reply text, delay) in order, then 200 with `default`; records each request."""
+
+    def __init__(self):
+        self.queue, self.requests, self.default = [], [], "Answer: B"
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,
+                                      "time": time.monotonic()})
+                status, text, delay = stub.queue.pop(0) if stub.queue else (200, stub.default, 0)
+                time.sleep(delay)
+                payload = (json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}],
+                                       "usage": {"total_tokens": 7}}) if status == 200
+                           else json.dumps({"error": {"message": text}}))
+                try:
+                    self.send_response(status)
+                    if status == 429:
+                        self.send_header("Retry-After", "0")
+                    self.send_header("Content-Type", "application/json")
+                    self.end_headers()
+                    self.wfile.write(payload.encode())
+                except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    server = Stub()
+    monkeypatch.setenv("TEST_BASE_URL", server.url)
+    monkeypatch.setenv("TEST_API_KEY", "sk-test")
+    yield server
+    server.close()
+
+
+def client(**settings) -> OpenAIChatBackend:
+    return OpenAIChatBackend(**({"model": "stub-model", "base_url_env": "TEST_BASE_URL", "api_key_env": "TEST_API_KEY",
+                                 "num_frames": 2, "backoff_seconds": 0.01, "requests_per_minute": None}
+                                | settings))
+
+
+class Task:
+    name = "toy"
+
+    def __init__(self, items):
+        self._items = items
+
+    def items(self):
+        return self._items
+
+    def prompt(self, item):
+        return Prompt((Prompt.VISUAL, item.question, "(A) x\n(B) y\n(C) z"), system="Be brief.")
+
+    def parse(self, item, reply):
+        return parse_letter(reply, item.options)
+
+    def metrics(self, items, records):
+        return {"Accuracy": 100 * float(np.mean([r.correct for r in records]))}
+
+    def write_outputs(self, items, records, out_dir):
+        pass
+
+
+@pytest.fixture
+def items(tmp_path):
+    paths = []
+    for i, colour in enumerate([(255, 0, 0), (0, 0, 255), (0, 255, 0)]):
+        paths.append(tmp_path / f"frame{i}.png")
+        Image.new("RGB", (32, 24), colour).save(paths[-1])
+    return [MultipleChoiceItem(id=str(i), question=f"question {i}?", options=("x", "y", "z"), answer=1,
+                               visual=Visual(frames=tuple(paths), frame_times=(0.0, 1.0, 2.0)))
+            for i in range(2)]
+
+
+def test_requests_retries_and_answers_through_the_runner(stub, items, tmp_path):
+    stub.queue = [(429, "slow down", 0), (503, "overloaded", 0), (200, "(B)", 0.5)]
+    stub.default = "Answer: B"
+    # the 429 and the 503 are retried; the third attempt times out (0.5 s > 0.25 s) and is retried too
+    metrics = runner.run(Task(items), client(timeout_seconds=0.25), tmp_path, progress=False)
+    assert metrics == {"Accuracy": 100.0}
+    assert len(stub.requests) == 5  # 4 attempts for the first item, 1 for the second
+    first = stub.requests[0]
+    assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-test"
+    body = first["body"]
+    assert body["model"] == "stub-model" and body["temperature"] == 0.0
+    system, user = body["messages"]
+    assert system == {"role": "system", "content": "Be brief."}
+    kinds = [part["type"] for part in user["content"]]
+    assert kinds == ["image_url", "image_url", "text", "text"]  # the frames where the visual marker is
+    url = user["content"][0]["image_url"]["url"]
+    assert url.startswith("data:image/jpeg;base64,")
+    image = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert image.size == (32, 24) and image.getpixel((16, 12))[0] > 200  # the first of 2 uniform picks: red
+    assert user["content"][2] == {"type": "text", "text": "question 0?"}
+    records = runner.read_records(tmp_path / runner.RECORDS)
+    assert [r.reply for r in records] == ["Answer: B", "Answer: B"] and records[0].meta == {"usage": {"total_tokens": 7}}
+
+
+def test_gives_up_after_max_retries_and_does_not_retry_client_errors(stub, items):
+    stub.queue = [(500, "down", 0)] * 3
+    with pytest.raises(RuntimeError, match="gave up after 3 attempts; last: HTTP 500"):
+        client(max_retries=2).answer(items[:1], [Task(items).prompt(items[0])])
+    stub.queue = [(400, "bad image", 0)]
+    n = len(stub.requests)
+    with pytest.raises(RuntimeError, match="HTTP 400.*bad image"):
+        client().answer(items[:1], [Task(items).prompt(items[0])])
+    assert len(stub.requests) == n + 1
+
+
+def test_request_rate_limit_and_text_only(stub, items):
+    backend = client(requests_per_minute=600, text_only=True)  # at most one request per 0.1 s
+    backend.answer(items, [Task(items).prompt(i) for i in items])
+    assert backend.generate([Prompt(("Say hi.",))]) == ["Answer: B"]
+    times = [r["time"] for r in stub.requests]
+    assert len(times) == 3 and min(np.diff(times)) >= 0.09
+    assert all(p["type"] == "text" for r in stub.requests for p in r["body"]["messages"][-1]["content"])
