@@ -153,3 +153,12 @@ def test_request_rate_limit_and_text_only(stub, items):
     times = [r["time"] for r in stub.requests]
     assert len(times) == 3 and min(np.diff(times)) >= 0.09
     assert all(p["type"] == "text" for r in stub.requests for p in r["body"]["messages"][-1]["content"])
+
+
+def test_caption_images_sends_one_image_per_request(stub, items):
+    frames = [np.full((8, 8, 3), 200, np.uint8), np.zeros((8, 8, 3), np.uint8)]
+    assert client().caption_images(frames, "Describe the image in 30 words") == ["Answer: B", "Answer: B"]
+    for request in stub.requests:
+        content = request["body"]["messages"][-1]["content"]
+        assert [p["type"] for p in content] == ["image_url", "text"]
+        assert content[1]["text"] == "Describe the image in 30 words"

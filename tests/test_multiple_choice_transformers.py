@@ -11,6 +11,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from tokenizers.pre_tokenizers import ByteLevel
 
 from spacewalk.multiple_choice import runner
+from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend, conversation
 from spacewalk.multiple_choice.task import Prompt
 from spacewalk.spacewalk18.question_answering import QuestionAnswering, open_dataset
@@ -21,6 +22,7 @@ SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5
 # a ChatML template of the kind both families ship, with each family's visual token
 TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
             "{% for part in message['content'] %}{% if part['type'] == 'video' %}VIDEO"
+            "{% elif part['type'] == 'image' %}IMAGE"
             "{% else %}{{ part['text'] }}\n{% endif %}{% endfor %}<|im_end|>\n{% endfor %}"
             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
@@ -46,7 +48,8 @@ def tiny_qwen2_5_vl():
 
     tok = tiny_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
                           "<|image_pad|>", "<|video_pad|>"])
-    template = TEMPLATE.replace("VIDEO", "<|vision_start|><|video_pad|><|vision_end|>")
+    template = TEMPLATE.replace("VIDEO", "<|vision_start|><|video_pad|><|vision_end|>").replace(
+        "IMAGE", "<|vision_start|><|image_pad|><|vision_end|>")
     pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
     processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(**pixels), tokenizer=tok,
                                     video_processor=Qwen2VLVideoProcessor(**pixels), chat_template=template)
@@ -75,7 +78,7 @@ def tiny_llava_onevision():
     processor = LlavaOnevisionProcessor(
         image_processor=LlavaOnevisionImageProcessor(size=size, image_grid_pinpoints=[[28, 28]]), tokenizer=tok,
         video_processor=LlavaOnevisionVideoProcessor(size=size), num_image_tokens=4,
-        vision_feature_select_strategy="full", chat_template=TEMPLATE.replace("VIDEO", "<video>\n"))
+        vision_feature_select_strategy="full", chat_template=TEMPLATE.replace("VIDEO", "<video>\n").replace("IMAGE", "<image>\n"))
     special = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
     config = LlavaOnevisionConfig(
         text_config=dict(model_type="qwen2", vocab_size=len(tok), hidden_size=32, intermediate_size=64,
@@ -135,3 +138,35 @@ def test_frames_follow_the_family_default_or_the_config():
     assert len(rule.timestamps(0.0, 3600.0)) == 768 and np.allclose(np.diff(rule.timestamps(0, 10)), 0.5)
     with pytest.raises(ValueError, match="model_object"):
         TransformersVLMBackend("qwen2_5_vl")
+
+
+class RecordingLLM:
+    """A text LLM stand-in: remembers the prompts, answers "B"."""
+
+    name = "fake-llm"
+
+    def __init__(self):
+        self.prompts = []
+
+    def generate(self, prompts):
+        self.prompts += list(prompts)
+        return ["B"] * len(prompts)
+
+
+def test_caption_enhanced_llm_with_a_tiny_captioner(qa, tmp_path):
+    model, processor = tiny_qwen2_5_vl()
+    captioner = TransformersVLMBackend("qwen2_5_vl", model_object=model, processor=processor, dtype="float32",
+                                       device="cpu", max_new_tokens=2, text_only=True)
+    llm = RecordingLLM()
+    backend = CaptionEnhancedBackend(captioner, llm, num_frames=6)
+    metrics = runner.run(qa, backend, tmp_path, chunk_size=2, progress=False)
+    assert metrics["count"] == 3 and metrics["unparsable"] == 0
+    prompt = llm.prompts[0]
+    assert Prompt.VISUAL not in prompt.parts and prompt.parts[0].startswith(CAPTIONS_INTRO)
+    lines = prompt.parts[0].splitlines()[1:]
+    item = qa.items()[0]
+    clip = item.visual.end - item.visual.start
+    assert len(lines) == 6 and lines[0].startswith("[00:") and prompt.parts[1:] == qa.prompt(item).parts[1:]
+    assert lines[-1].startswith(f"[{int(round(clip * 11 / 12)) // 60:02d}:")  # the last of 6 bin centres
+    records = runner.read_records(tmp_path / runner.RECORDS)
+    assert len(records[0].meta["captions"]) == 6

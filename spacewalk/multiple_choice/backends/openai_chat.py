@@ -155,3 +155,9 @@ class OpenAIChatBackend:
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
         return [self._complete(chat_messages(p))[0] for p in prompts]
+
+    def caption_images(self, images: Sequence[np.ndarray], prompt: str) -> list[str]:
+        """One request per image: the image, then `prompt` (the captioner of the caption-enhanced LLM)."""
+        return [self._complete(chat_messages(Prompt((Prompt.VISUAL, prompt)),
+                                             [jpeg_data_url(image, self.image_max_side)], self.image_detail))[0]
+                for image in images]

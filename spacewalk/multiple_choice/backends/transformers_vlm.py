@@ -93,7 +93,9 @@ class TransformersVLMBackend:
         texts = [self.processor.apply_chat_template(conversation(p, videos is not None), add_generation_prompt=True,
                                                     tokenize=False) for p in prompts]
         kwargs = {"videos": list(videos), "do_sample_frames": False} if videos is not None else {}
-        inputs = self.processor(text=texts, padding=True, return_tensors="pt", **kwargs)
+        return self._decode(self.processor(text=texts, padding=True, return_tensors="pt", **kwargs))
+
+    def _decode(self, inputs) -> list[str]:
         device = self.model.device
         inputs = {k: (v.to(device, self.dtype) if v.is_floating_point() else v.to(device)) if torch.is_tensor(v) else v
                   for k, v in inputs.items()}
@@ -113,3 +115,14 @@ class TransformersVLMBackend:
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
         return self._generate(prompts, None)
+
+    def caption_images(self, images: Sequence, prompt: str, batch_size: int = 8) -> list[str]:
+        """One reply per image to `prompt` (the captioner of the caption-enhanced LLM), greedy, batched."""
+        out: list[str] = []
+        for start in range(0, len(images), batch_size):
+            batch = list(images[start:start + batch_size])
+            turn = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
+            texts = [self.processor.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)] * len(batch)
+            inputs = self.processor(text=texts, images=batch, padding=True, return_tensors="pt")
+            out += self._decode(inputs)
+        return out
