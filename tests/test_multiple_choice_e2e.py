@@ -86,3 +86,23 @@ def test_step_questions_give_official_predictions_and_train_refuses(tmp_path):
     assert json.loads(scored.stdout)["IoU"] == pytest.approx(metrics["IoU"])
     with pytest.raises(ValueError, match="nothing to train"):
         train(None)
+
+
+@pytest.mark.slow
+def test_two_processes_split_the_items_and_rank0_merges(tmp_path):
+    """Two evaluate.py processes started as torchrun starts them (RANK, WORLD_SIZE), the same command: they
+    find the same run directory, each answers its share, rank 0 merges; the result equals one process's."""
+    command = ["data=spacewalk18_qa", f"data.synthetic_root={tmp_path / 'synthetic'}", *SMALL, "model=random"]
+    run("evaluate.py", *command, log_dir=tmp_path / "one")  # also generates the synthetic data once
+    environment = os.environ | {"SPACEWALK_LOG_DIR": str(tmp_path / "two"), "OMP_NUM_THREADS": "1",
+                                "WORLD_SIZE": "2", "PYTHONPATH": str(REPO)}
+    processes = [subprocess.Popen([sys.executable, "evaluate.py", *command], cwd=REPO, env=environment | {"RANK": r},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in ("1", "0")]
+    for p in processes:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    one, two = only_run_dir(tmp_path / "one"), only_run_dir(tmp_path / "two")
+    assert (two / "metrics.json").read_text() == (one / "metrics.json").read_text()
+    assert (two / "records.jsonl").read_text() == (one / "records.jsonl").read_text()
+    assert (two / "answers.json").read_text() == (one / "answers.json").read_text()
+    assert not list(two.glob("records.rank*"))
