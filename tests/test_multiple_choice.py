@@ -284,3 +284,40 @@ def test_contrastive_text_queries_and_pooling():
     assert encoder.calls == calls  # every text came from the cache
     silent = MultipleChoiceItem(id="y", question="q?", options=("a", "b"), transcript="")
     assert backend.answer([silent], [Prompt(("q",))])[0].scores == (0.0, 0.0)
+
+
+def test_step_oracle_lists_the_steps_of_the_window(synthetic):
+    task = StepRecognitionQuestions(synthetic, "test", "5min", samples_per_video=5, summary="step_oracle")
+    for item in task.items():
+        recording = synthetic.recordings[item.meta["video_id"]]
+        truth = [s.label for s in recording.segments
+                 if s.start < item.visual.end and s.end > item.visual.start and s.label > 0]
+        assert sorted(item.meta["oracle_steps"]) == sorted(set(truth))
+        text = task.prompt(item).text
+        if truth:
+            assert f"The steps that occur in this video are: {recording.steps[truth[0]].caption}" in text
+        else:
+            assert "None of the planned steps occurs in this video." in text
+    assert "steps that occur" not in StepRecognitionQuestions(synthetic, "test", "5min", 5).prompt(item).text
+
+
+def test_step_rating_asks_every_class_and_predicts_the_best_rated(synthetic, tmp_path):
+    from spacewalk.spacewalk18.step_recognition_questions import StepRatingQuestions
+
+    task = StepRatingQuestions(synthetic, "test", "1min", samples_per_video=4)
+    samples = StepRecognitionQuestions(synthetic, "test", "1min", samples_per_video=4).items()
+    assert len(task.items()) == sum(len(s.options) for s in samples)
+    first = task.items()[1]
+    assert first.id == f"{samples[0].id}/1" and first.options == tuple(str(r) for r in range(1, 11))
+    assert "on a scale from 1 (not at all) to 10 (certainly)" in task.prompt(first).text
+    assert "Answer with a single number from 1 to 10 and nothing else." in task.prompt(first).text
+
+    def rate(item, prompt):  # 10 for the true class, 3 for the others, garbage for class 0 of one sample
+        if item.meta["sample"] == samples[1].id and item.meta["class"] == 0:
+            return "no idea"
+        return "Rating: 10" if item.meta["class"] == item.meta["label"] else "3"
+
+    metrics = runner.run(task, ScriptedBackend(script=rate), tmp_path, progress=False)
+    assert metrics["Accuracy"] == 100.0 and metrics["unparsable"] == 0 and metrics["unparsable_ratings"] == 1
+    assert metrics["mAP"] == 100.0 and metrics["count"] == len(samples)
+    assert task.parse(first, "0") is None and task.parse(first, "11") is None and task.parse(first, "7") == 6

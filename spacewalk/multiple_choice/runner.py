@@ -160,6 +160,7 @@ def _answer_chunk(task: MultipleChoiceTask, backend: Backend, chunk: Sequence[Mu
 
 
 def _progress_postfix(correct: int, answered: int, unparsable: int) -> dict[str, str]:
+    # answered counts only records whose answer is known (hidden answers have no running accuracy)
     accuracy = f"{100 * correct / answered:.1f}" if answered else "-"
     return {"acc": accuracy, "unparsable": str(unparsable)}
 
@@ -197,7 +198,8 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
     unparsable = sum(r.choice is None for r in answered)
     bar = tqdm(total=len(mine), initial=len(answered), disable=not progress, dynamic_ncols=True,
                desc=f"{task.name} / {backend.name}" + (f" [rank {rank}/{world_size}]" if world_size > 1 else ""))
-    bar.set_postfix(_progress_postfix(correct, len(answered), unparsable))
+    known = sum(r.correct is not None for r in answered)
+    bar.set_postfix(_progress_postfix(correct, known, unparsable))
     with open(shard, "a", encoding="utf-8") as out:
         for chunk in _chunks(todo, chunk_size):
             records = _answer_chunk(task, backend, chunk)
@@ -207,8 +209,9 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
             answered.extend(records)
             correct += sum(bool(r.correct) for r in records)
             unparsable += sum(r.choice is None for r in records)
+            known += sum(r.correct is not None for r in records)
             bar.update(len(records))
-            bar.set_postfix(_progress_postfix(correct, len(answered), unparsable))
+            bar.set_postfix(_progress_postfix(correct, known, unparsable))
     bar.close()
     if rank != 0:
         return None

@@ -44,6 +44,14 @@ MISSION = ("You are given a spacewalk video, where the spacewalk mission can be 
 INSTRUCTION = ("Answer with a single number from 0 to {K} and nothing else. "
                "If you are not sure, give the most likely answer.")
 QUESTION = "Which step does the frame in the middle of this video belong to?"
+# Adaptation via summarisation (Table 4); the paper's wording of these is not in our copy: ours.
+ORACLE = "The steps that occur in this video are: {steps}."
+ORACLE_NONE = "None of the planned steps occurs in this video."
+RATING_INSTRUCTION = ("Answer with a single number from 1 to 10 and nothing else. "
+                      "If you are not sure, give the most likely answer.")
+RATING_QUESTION = ("How likely is it, on a scale from 1 (not at all) to 10 (certainly), that the frame in the "
+                   "middle of this video belongs to this step: ({index}) {option}")
+SUMMARIES = ("none", "step_oracle")
 
 
 def _sentence(text: str) -> str:
@@ -69,11 +77,28 @@ def subset(samples: Sequence[StepSample], n: int | None) -> list[StepSample]:
     return [samples[i] for i in np.linspace(0, len(samples) - 1, n).round().astype(int)]
 
 
+def steps_in_window(recording, start: float, end: float) -> list[int]:
+    """The steps (1..K) with a ground-truth segment overlapping [start, end], by first occurrence: the step
+    oracle of Table 4 (it reads the ground truth, so its numbers go in rows of their own)."""
+    seen: list[int] = []
+    for segment in recording.segments:
+        if segment.start < end and segment.end > start and segment.label > 0 and segment.label not in seen:
+            seen.append(segment.label)
+    return seen
+
+
 class StepRecognitionQuestions:
+    """`summary`: "none" (App. C.2's prompt) or "step_oracle" (Table 4: the captions of the steps that occur in
+    the window are added after the transcript; the paper also shows their middle frames, which this text
+    form leaves out)."""
+
     name = "spacewalk18_step_questions"
 
     def __init__(self, dataset: Spacewalk18, split: str = "test", context: float | str = 300.0,
-                 samples_per_video: int | None = None, max_videos: int | None = None):
+                 samples_per_video: int | None = None, max_videos: int | None = None, summary: str = "none"):
+        if summary not in SUMMARIES:
+            raise ValueError(f"summary must be one of {SUMMARIES}, got {summary!r}")
+        self.summary = summary
         self.dataset = dataset
         self.split = split
         self.w = parse_duration(context)
@@ -98,14 +123,23 @@ class StepRecognitionQuestions:
                         visual=Visual(video=recording.video_path, start=window.start, end=window.end),
                         transcript=index.text_in(window),
                         meta={"video_id": video_id, "sample_id": sample.id, "timestamp": sample.timestamp,
-                              "K": recording.num_classes - 1}))
+                              "K": recording.num_classes - 1,
+                              "oracle_steps": steps_in_window(recording, window.start, window.end)}))
             self._items = items
         return self._items
 
+    def context_parts(self, item: MultipleChoiceItem) -> list[str]:
+        k = len(item.options) - 1
+        parts = [Prompt.VISUAL, MISSION.format(K=k, transcript=item.transcript or "")]
+        if self.summary == "step_oracle":
+            steps = self.dataset.recordings[item.meta["video_id"]].steps
+            oracle = [steps[i].caption for i in item.meta["oracle_steps"]]
+            parts.append(ORACLE.format(steps="; ".join(oracle)) if oracle else ORACLE_NONE)
+        return parts
+
     def prompt(self, item: MultipleChoiceItem) -> Prompt:
         k = len(item.options) - 1
-        return Prompt((Prompt.VISUAL, MISSION.format(K=k, transcript=item.transcript or ""), INSTRUCTION.format(K=k),
-                       f"Here is the question: {item.question}",
+        return Prompt((*self.context_parts(item), INSTRUCTION.format(K=k), f"Here is the question: {item.question}",
                        choices_block(item.options, [str(i) for i in range(k + 1)])))
 
     def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
@@ -144,10 +178,67 @@ class StepRecognitionQuestions:
             write_json(Path(out_dir) / "samples.subset.json", samples_to_json(self.samples), indent=None)
 
 
+class StepRatingQuestions(StepRecognitionQuestions):
+    """Table 4's rating variant: every sample asks K + 1 questions, one per class (Irrelevant included), "rate
+    1-10 how likely the middle frame belongs to this step"; the sample's prediction is the best-rated class
+    (ties: the lowest index; an unparsable rating counts as 0), its scores the ratings (so mAP too). A sample
+    whose every rating is unparsable is unparsable (wrong, counted). Costs K + 1 requests per sample: use
+    samples_per_video. The items are the rating questions (item id <video>/<sample>/<class>, no answer);
+    the metrics and predictions.json are per sample."""
+
+    name = "spacewalk18_step_rating"
+    RATINGS = tuple(str(r) for r in range(1, 11))
+
+    def items(self) -> list[MultipleChoiceItem]:
+        if self._items is None:
+            samples = super().items()
+            self._samples = samples
+            self._items = [MultipleChoiceItem(
+                id=f"{s.id}/{c}", question=RATING_QUESTION.format(index=c, option=option), options=self.RATINGS,
+                answer=None, visual=s.visual, transcript=s.transcript, meta={**s.meta, "class": c, "sample": s.id,
+                                                                            "label": s.answer})
+                for s in samples for c, option in enumerate(s.options)]
+        return self._items
+
+    def prompt(self, item: MultipleChoiceItem) -> Prompt:
+        return Prompt((*self.context_parts(item), RATING_INSTRUCTION, f"Here is the question: {item.question}"))
+
+    def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
+        value = parse_number(reply, 11)
+        return None if value in (None, 0) else value - 1  # the index of rating `value` in RATINGS
+
+    def sample_records(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
+                       ) -> tuple[list[MultipleChoiceItem], list[Record]]:
+        """One record per sample: the best-rated class, the ratings as scores."""
+        self.items()
+        by_id = {r.item_id: r for r in records}
+        out = []
+        for sample in self._samples:
+            ratings = [by_id[f"{sample.id}/{c}"].choice for c in range(len(sample.options))]
+            scores = [0.0 if r is None else float(r + 1) for r in ratings]
+            choice = None if all(r is None for r in ratings) else int(np.argmax(scores))
+            out.append(Record(item_id=sample.id, prompt="", reply="", choice=choice, correct=choice == sample.answer,
+                              scores=tuple(scores)))
+        return list(self._samples), out
+
+    def metrics(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]) -> dict[str, Any]:
+        samples, per_sample = self.sample_records(items, records)
+        return super().metrics(samples, per_sample) | {"ratings": len(records),
+                                                        "unparsable_ratings": sum(r.choice is None for r in records)}
+
+    def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
+        super().write_outputs(*self.sample_records(items, records), out_dir)
+
+
 def step_recognition_questions_task(root: str | Path | None = None, synthetic_root: str | Path | None = None,
                                     seed: int = 0, synthetic: Mapping[str, Any] | None = None, split: str = "test",
                                     context: float | str = 300.0, samples_per_video: int | None = None,
-                                    max_videos: int | None = None) -> StepRecognitionQuestions:
-    """The `data=spacewalk18_step_questions` config."""
-    return StepRecognitionQuestions(open_dataset(root, synthetic_root, seed, synthetic), split, context,
-                                    samples_per_video, max_videos)
+                                    max_videos: int | None = None, summary: str = "none",
+                                    form: str = "question") -> StepRecognitionQuestions:
+    """The `data=spacewalk18_step_questions` config; `form`: "question" (one question with K + 1 choices per
+    sample) or "rating" (K + 1 rating questions per sample, StepRatingQuestions)."""
+    forms = {"question": StepRecognitionQuestions, "rating": StepRatingQuestions}
+    if form not in forms:
+        raise ValueError(f"form must be one of {sorted(forms)}, got {form!r}")
+    return forms[form](open_dataset(root, synthetic_root, seed, synthetic), split, context, samples_per_video,
+                       max_videos, summary)
