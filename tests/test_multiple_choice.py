@@ -321,3 +321,29 @@ def test_step_rating_asks_every_class_and_predicts_the_best_rated(synthetic, tmp
     assert metrics["Accuracy"] == 100.0 and metrics["unparsable"] == 0 and metrics["unparsable_ratings"] == 1
     assert metrics["mAP"] == 100.0 and metrics["count"] == len(samples)
     assert task.parse(first, "0") is None and task.parse(first, "11") is None and task.parse(first, "7") == 6
+
+
+def test_contrastive_video_scores_options_against_the_clip_frames(synthetic):
+    from fakes import FakeVideo
+    from spacewalk.multiple_choice.backends.contrastive import ContrastiveVideoBackend
+    from spacewalk.multiple_choice.frames import sample_frames
+
+    class VideoWithText(FakeVideo):
+        def __init__(self):
+            super().__init__()
+            self.text = FakeText(dim=self.dim)
+
+        def text_encoder(self):
+            return self.text
+
+    encoder = VideoWithText()
+    backend = ContrastiveVideoBackend(encoder, num_frames=3)
+    task = QuestionAnswering(synthetic, max_items=2)
+    items = task.items()
+    replies = backend.answer(items, [task.prompt(i) for i in items])
+    assert [s[0] for s in encoder.shapes] == [3, 3]  # one clip of 3 frames per item
+    for item, reply in zip(items, replies):
+        expected = encoder.text.encode(option_queries(item)) @ FakeVideo.features(
+            sample_frames(item.visual, backend.rule)[0])
+        assert np.allclose(reply.scores, expected, atol=1e-5) and reply.choice == int(np.argmax(expected))
+    assert ContrastiveVideoBackend(VideoWithText()).rule.num_frames == FakeVideo.num_frames  # the encoder's count
