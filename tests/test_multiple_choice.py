@@ -34,11 +34,9 @@ OPTIONS = ("open the hatch", "install the battery", "take a photo", "stow the ba
     ("```\nA\n```", 0), ("**B**", 1), ("B) install the battery", 1), ("D. Because it happens last.", 3),
     ("I think (C) fits best.", 2), ("install the battery.", 1), ("Install The Battery", 1),
     ("E", None), ("(F)", None), ("", None), ("   ", None), ("a or b", None), ("I cannot tell.", None),
-    ("A and then (B) and (C)", 0),  # rule 4: starts with "A " -> no separator; two bracketed -> none
+    ("A and then (B) and (C)", None),  # "A" has no separator after it; two distinct bracketed letters
 ])
 def test_parse_letter(reply, expected):
-    if reply == "A and then (B) and (C)":
-        expected = None  # "A" is not followed by a separator, two distinct bracketed letters: unparsable
     assert parse_letter(reply, OPTIONS) == expected
 
 
