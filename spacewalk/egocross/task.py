@@ -1,0 +1,98 @@
+"""EgoCross as tasks of the harness: CloseQA as a multiple-choice task (spacewalk/multiple_choice/task.py),
+and the scoring of both CloseQA and OpenQA replies (the score command and the harness share it).
+
+Items show the frames as the release lists them (pre-extracted at 0.5 fps, 1 fps for CholecTrack20's
+.png frames), with their times; the prompt is the authors' (closeqa.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from spacewalk.egocross import closeqa, openqa
+from spacewalk.egocross.dataset import EgoCross, Question
+from spacewalk.egocross.scoring import grouped_accuracy
+from spacewalk.io import write_json
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.task import Prompt, Record
+
+PREDICTIONS_FILE = "egocross_closeqa_replies.json"
+
+
+def score_closeqa(questions: Sequence[Question], replies: Mapping[int, str]) -> dict[str, Any]:
+    """The authors' CloseQA success per reply, as accuracy overall and per group."""
+    correct = {q.id: closeqa.is_correct(replies[q.id], q.answer.letter) for q in questions}
+    unparsable = {q.id: closeqa.read_prediction(replies[q.id]) is None for q in questions}
+    return grouped_accuracy(questions, correct, unparsable)
+
+
+def score_openqa(questions: Sequence[Question], replies: Mapping[int, str],
+                 generate: Callable[[list[str]], list[str]] | None) -> tuple[dict[str, Any], list[openqa.Judgement]]:
+    """OpenQA: the substring rule, then the judge through `generate` (None: those items score 0 and the
+    metrics say "judge": "none", a lower bound)."""
+    judgements = openqa.judge_replies(
+        [(q.question, q.answer.text, q.answer.detailed, replies[q.id]) for q in questions], generate)
+    metrics = grouped_accuracy(questions, {q.id: j.correct for q, j in zip(questions, judgements)})
+    sources: dict[str, int] = {}
+    for j in judgements:
+        sources[j.source] = sources.get(j.source, 0) + 1
+    metrics["score_sources"] = dict(sorted(sources.items()))
+    metrics["mean_score"] = sum(j.score for j in judgements) / len(judgements) if judgements else 0.0
+    metrics["judge"] = "given" if generate is not None else "none"
+    return metrics, judgements
+
+
+class EgoCrossCloseQATask:
+    name = "egocross_closeqa"
+
+    def __init__(self, dataset: EgoCross, limit: int | None = None):
+        self.dataset, self.limit = dataset, limit
+        self._by_id = {str(q.id): q for q in dataset.questions}
+
+    def __repr__(self) -> str:
+        return f"EgoCrossCloseQATask({self.dataset.file})"
+
+    def items(self) -> list[MultipleChoiceItem]:
+        questions = self.dataset.questions[:self.limit] if self.limit is not None else self.dataset.questions
+        return [MultipleChoiceItem(
+            id=str(q.id), question=q.question, options=q.options, answer=q.answer_index,
+            visual=Visual(frames=self.dataset.frame_paths(q), frame_times=self.dataset.frame_times(q)),
+            meta={"domain": q.domain, "dataset": q.dataset, "category": q.category,
+                  "question_type": q.question_type, "letters": q.letters, "sampling_fps": q.sampling_fps})
+            for q in questions]
+
+    def prompt(self, item: MultipleChoiceItem) -> Prompt:
+        q = self._by_id[item.id]
+        return Prompt(parts=(Prompt.VISUAL, closeqa.prompt_text(q.question, q.option_lines, q.original_video_fps,
+                                                                q.sampling_fps)))
+
+    def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
+        return closeqa.choice(reply, self._by_id[item.id].letters)
+
+    def metrics(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]) -> dict[str, Any]:
+        by_record = {r.item_id: r for r in records}
+        questions = [self._by_id[item.id] for item in items if item.answer is not None]
+        correct = {q.id: by_record[str(q.id)].choice == q.answer_index for q in questions}
+        unparsable = {q.id: by_record[str(q.id)].choice is None for q in questions}
+        return grouped_accuracy(questions, correct, unparsable)
+
+    def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
+        """The raw replies keyed by id: what `python -m spacewalk.score egocross --task closeqa` reads."""
+        by_record = {r.item_id: r for r in records}
+        write_json(Path(out_dir) / PREDICTIONS_FILE,
+                   {item.id: by_record[item.id].reply for item in items if item.id in by_record})
+
+
+def open_egocross(data: str | Path | None = None, frames_root: str | Path | None = None,
+                  answers: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
+                  limit: int | None = None, options: dict | None = None) -> EgoCrossCloseQATask:
+    """`data=egocross`: the testbed at `data` (file or root) with its frames and answers; with data null,
+    the synthetic EgoCross at `synthetic_root`, written on first use (answers included)."""
+    if data is None:
+        if synthetic_root is None:
+            raise ValueError("data.data (the EgoCross testbed JSON or root) or data.synthetic_root is required")
+        from spacewalk.egocross.synthetic import ensure_egocross
+
+        data = ensure_egocross(synthetic_root, seed=seed, **(options or {}))
+    return EgoCrossCloseQATask(EgoCross(data, frames_root=frames_root, answers=answers), limit=limit)
