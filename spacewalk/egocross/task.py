@@ -92,7 +92,8 @@ def open_egocross(data: str | Path | None = None, frames_root: str | Path | None
     if data is None:
         if synthetic_root is None:
             raise ValueError("data.data (the EgoCross testbed JSON or root) or data.synthetic_root is required")
-        from spacewalk.egocross.synthetic import ensure_egocross
+        from spacewalk.egocross.synthetic import ANSWERS_FILE, ensure_egocross
 
         data = ensure_egocross(synthetic_root, seed=seed, **(options or {}))
+        answers = answers if answers is not None else data / ANSWERS_FILE
     return EgoCrossCloseQATask(EgoCross(data, frames_root=frames_root, answers=answers), limit=limit)
