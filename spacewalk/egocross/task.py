@@ -21,9 +21,10 @@ PREDICTIONS_FILE = "egocross_closeqa_replies.json"
 
 
 def score_closeqa(questions: Sequence[Question], replies: Mapping[int, str]) -> dict[str, Any]:
-    """The authors' CloseQA success per reply, as accuracy overall and per group."""
+    """The authors' CloseQA success per reply, as accuracy overall and per group; "unparsable" counts the
+    replies that name no option (no readable prediction, or one that is not an option letter)."""
     correct = {q.id: closeqa.is_correct(replies[q.id], q.answer.letter) for q in questions}
-    unparsable = {q.id: closeqa.read_prediction(replies[q.id]) is None for q in questions}
+    unparsable = {q.id: closeqa.choice(replies[q.id], q.letters) is None for q in questions}
     return grouped_accuracy(questions, correct, unparsable)
 
 
