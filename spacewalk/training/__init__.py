@@ -24,6 +24,16 @@ from spacewalk.spacewalk18.windows import parse_duration
 OmegaConf.register_new_resolver("seconds", parse_duration, replace=True)
 
 
+def _digest(text: object) -> str:
+    import hashlib
+
+    return hashlib.sha256(str(text).encode()).hexdigest()[:12]
+
+
+# a short, stable name for a command's overrides: the multiple-choice run directory (conf/task/multiple_choice.yaml)
+OmegaConf.register_new_resolver("digest", _digest, replace=True)
+
+
 def recipe(cfg: DictConfig):
     """The module named by the config's task (conf/task/*.yaml)."""
     task = cfg.get("task")

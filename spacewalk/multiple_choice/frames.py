@@ -1,0 +1,63 @@
+"""The frames a model sees of an item's visual: `num_frames` spread uniformly over the clip (the model's
+default count; the centres of equal bins, the paper's sparse sampling), or an fps rule (one frame every
+1/fps seconds from the clip's start) capped at `max_frames` (uniformly thinned beyond it), as a backend's
+config value. Extracted frame files (EgoCross) are thinned the same way by position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from spacewalk.encoders import uniform_frame_indices
+from spacewalk.multiple_choice.items import Visual
+from spacewalk.video import dense_timestamps, open_video, sparse_timestamps
+
+
+@dataclass(frozen=True)
+class FrameRule:
+    """Either `num_frames` (uniform) or `fps` (capped at `max_frames`)."""
+
+    num_frames: int | None = 8
+    fps: float | None = None
+    max_frames: int | None = None
+    backend: str = "decord"
+
+    def __post_init__(self):
+        if (self.num_frames is None) == (self.fps is None):
+            raise ValueError("give exactly one of num_frames (uniform sampling) or fps (an fps rule)")
+        if self.num_frames is not None and self.num_frames < 1:
+            raise ValueError(f"num_frames must be at least 1, got {self.num_frames}")
+
+    def timestamps(self, start: float, end: float) -> np.ndarray:
+        if self.num_frames is not None:
+            return sparse_timestamps(start, end, self.num_frames)
+        t = dense_timestamps(start, end, self.fps)
+        if len(t) == 0:
+            t = np.array([start])
+        if self.max_frames is not None and len(t) > self.max_frames:
+            t = t[uniform_frame_indices(len(t), self.max_frames)]
+        return t
+
+    def count(self, available: int) -> int:
+        if self.num_frames is not None:
+            return self.num_frames
+        return available if self.max_frames is None else min(available, self.max_frames)
+
+
+def sample_frames(visual: Visual, rule: FrameRule) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 RGB frames [n, H, W, 3] and their times in seconds (NaN when a frame list has none)."""
+    if visual.video is not None:
+        with open_video(visual.video, rule.backend) as reader:
+            start = 0.0 if visual.start is None else visual.start
+            end = reader.duration if visual.end is None else min(visual.end, reader.duration)
+            times = rule.timestamps(start, end)
+            return reader.frames_at(times), times
+    from PIL import Image
+
+    n = rule.count(len(visual.frames))
+    picks = uniform_frame_indices(len(visual.frames), n)
+    frames = np.stack([np.asarray(Image.open(visual.frames[i]).convert("RGB")) for i in picks])
+    times = (np.array([visual.frame_times[i] for i in picks], dtype=np.float64) if visual.frame_times
+             else np.full(len(picks), np.nan))
+    return frames, times

@@ -1,0 +1,242 @@
+"""The multiple-choice runner: a task's items -> its prompts -> a backend's replies -> the task's parse ->
+one `Record` per item, appended to the run's JSONL as it happens -> the task's metrics and official files.
+
+Resuming: records are appended (and flushed) a chunk at a time, so a killed run loses at most the chunk in
+flight; a re-run with the same run directory reads every record already there, skips those items and
+ends with the same metrics as a run that was never interrupted. A run directory remembers what it was
+made with (`run.json`: the task, the backend and their settings); a re-run with other settings in the
+same directory is refused instead of mixing two runs' replies.
+
+Several processes: each takes the items `rank::world_size` (RANK / WORLD_SIZE from the environment, as
+torchrun and SLURM's srun set them, or passed in) and appends to its own shard,
+`records.rank<r>.jsonl`; rank 0 waits until every item has a record in some shard, then merges them
+into `records.jsonl` (in the task's item order) and writes the metrics and official files. Shards of an
+earlier run with another world size are read too: resuming works whatever the number of processes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from tqdm.auto import tqdm
+
+from spacewalk.io import atomic_path, load_json, write_json
+from spacewalk.multiple_choice.items import MultipleChoiceItem
+from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Record
+
+log = logging.getLogger(__name__)
+
+RECORDS = "records.jsonl"
+METRICS = "metrics.json"
+RUN_FILE = "run.json"
+
+
+def shard_name(rank: int) -> str:
+    return f"records.rank{rank}.jsonl"
+
+
+def rank_and_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """This process's rank and the number of processes: the arguments, else RANK / WORLD_SIZE (torchrun),
+    else SLURM_PROCID / SLURM_NTASKS (srun), else a single process."""
+    env = os.environ
+    if world_size is None:
+        world_size = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", 1)))
+    if rank is None:
+        rank = int(env.get("RANK", env.get("SLURM_PROCID", 0)))
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
+    return rank, world_size
+
+
+# ---- records on disk ----
+
+
+def record_to_json(record: Record) -> dict[str, Any]:
+    out = asdict(record)
+    out["scores"] = None if record.scores is None else list(record.scores)
+    out["meta"] = dict(record.meta)
+    return out
+
+
+def record_from_json(raw: Mapping[str, Any]) -> Record:
+    scores = raw.get("scores")
+    return Record(item_id=str(raw["item_id"]), prompt=raw["prompt"], reply=raw["reply"], choice=raw["choice"],
+                  correct=raw["correct"], scores=None if scores is None else tuple(scores),
+                  meta=raw.get("meta") or {})
+
+
+def read_records(path: Path) -> list[Record]:
+    """The records of one JSONL file. A last line cut off by a kill (no newline, not valid JSON) is the item
+    that was in flight: it is dropped and re-run. A bad line elsewhere is an error naming the file and line."""
+    if not path.is_file():
+        return []
+    records = []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(record_from_json(json.loads(line)))
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            if number == len(lines):  # the unterminated last line of a killed writer
+                log.warning("%s: dropping the cut-off last line (an item in flight when the run stopped)", path)
+                break
+            raise ValueError(f"{path}: line {number} is not a record ({e})") from e
+    return records
+
+
+def existing_records(run_dir: Path) -> dict[str, Record]:
+    """Every record in the run directory (the merged file and every shard), by item id."""
+    found: dict[str, Record] = {}
+    for path in [run_dir / RECORDS, *sorted(run_dir.glob("records.rank*.jsonl"))]:
+        for record in read_records(path):
+            found.setdefault(record.item_id, record)
+    return found
+
+
+def _repair_tail(path: Path) -> None:
+    # a killed writer may leave a last line without its newline: cut it before appending after it
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+def check_run_identity(run_dir: Path, identity: Mapping[str, Any]) -> None:
+    """Refuse to resume a run directory made with other settings; write the identity on first use."""
+    path = run_dir / RUN_FILE
+    identity = json.loads(json.dumps(identity, default=str))  # the form it takes once written
+    if path.is_file():
+        previous = load_json(path)
+        if previous != identity:
+            diff = sorted(k for k in set(previous) | set(identity) if previous.get(k) != identity.get(k))
+            raise ValueError(f"{run_dir} holds a run made with other settings (differing: {diff}; see {path}); "
+                             "choose another hydra.run.dir or delete that run")
+        return
+    write_json(path, identity)
+
+
+# ---- the run ----
+
+
+def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def answer_items(task: MultipleChoiceTask, backend: Backend, items: Sequence[MultipleChoiceItem],
+                 chunk_size: int = 8) -> list[Record]:
+    """Records for `items` without touching the disk (tests, notebooks)."""
+    records = []
+    for chunk in _chunks(items, chunk_size):
+        records.extend(_answer_chunk(task, backend, chunk))
+    return records
+
+
+def _answer_chunk(task: MultipleChoiceTask, backend: Backend, chunk: Sequence[MultipleChoiceItem]) -> list[Record]:
+    prompts = [task.prompt(item) for item in chunk]
+    replies = backend.answer(chunk, prompts)
+    if len(replies) != len(chunk):
+        raise RuntimeError(f"backend {backend.name} gave {len(replies)} replies for {len(chunk)} items")
+    records = []
+    for item, prompt, reply in zip(chunk, prompts, replies):
+        if reply.choice is not None:
+            choice = reply.choice if 0 <= reply.choice < len(item.options) else None
+        else:
+            choice = task.parse(item, reply.text)
+        correct = None if item.answer is None else choice == item.answer
+        records.append(Record(item_id=item.id, prompt=prompt.text, reply=reply.text, choice=choice, correct=correct,
+                              scores=None if reply.scores is None else tuple(float(s) for s in reply.scores),
+                              meta=dict(reply.meta)))
+    return records
+
+
+def _progress_postfix(correct: int, answered: int, unparsable: int) -> dict[str, str]:
+    accuracy = f"{100 * correct / answered:.1f}" if answered else "-"
+    return {"acc": accuracy, "unparsable": str(unparsable)}
+
+
+def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chunk_size: int = 8,
+        identity: Mapping[str, Any] | None = None, rank: int | None = None, world_size: int | None = None,
+        wait_seconds: float = 24 * 3600, poll_seconds: float = 2.0, progress: bool = True) -> dict[str, Any] | None:
+    """Answer every item of `task` not yet recorded in `run_dir`, then (rank 0) merge the records and write
+    `metrics.json` and the task's official files. Returns the metrics on rank 0, None on the other ranks."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rank, world_size = rank_and_world(rank, world_size)
+    items = list(task.items())
+    ids = [item.id for item in items]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"task {task.name}: item ids are not unique")
+    if rank == 0:
+        check_run_identity(run_dir, {"task": task.name, "backend": backend.name, "items": len(items),
+                                     **(identity or {})})
+
+    done = existing_records(run_dir)
+    unknown = set(done) - set(ids)
+    if unknown:
+        raise ValueError(f"{run_dir} has records of items this task does not have (e.g. {sorted(unknown)[:3]}): "
+                         "it belongs to another run")
+    mine = items[rank::world_size]
+    todo = [item for item in mine if item.id not in done]
+    answered = [done[item.id] for item in mine if item.id in done]
+    shard = run_dir / (RECORDS if world_size == 1 else shard_name(rank))
+    _repair_tail(shard)
+
+    correct = sum(bool(r.correct) for r in answered)
+    unparsable = sum(r.choice is None for r in answered)
+    bar = tqdm(total=len(mine), initial=len(answered), disable=not progress, dynamic_ncols=True,
+               desc=f"{task.name} / {backend.name}" + (f" [rank {rank}/{world_size}]" if world_size > 1 else ""))
+    bar.set_postfix(_progress_postfix(correct, len(answered), unparsable))
+    with open(shard, "a", encoding="utf-8") as out:
+        for chunk in _chunks(todo, chunk_size):
+            records = _answer_chunk(task, backend, chunk)
+            out.write("".join(json.dumps(record_to_json(r), ensure_ascii=False) + "\n" for r in records))
+            out.flush()
+            os.fsync(out.fileno())
+            answered.extend(records)
+            correct += sum(bool(r.correct) for r in records)
+            unparsable += sum(r.choice is None for r in records)
+            bar.update(len(records))
+            bar.set_postfix(_progress_postfix(correct, len(answered), unparsable))
+    bar.close()
+    if rank != 0:
+        return None
+    return finish(task, run_dir, items, wait_seconds=wait_seconds, poll_seconds=poll_seconds)
+
+
+def finish(task: MultipleChoiceTask, run_dir: Path, items: Sequence[MultipleChoiceItem] | None = None, *,
+           wait_seconds: float = 0.0, poll_seconds: float = 2.0) -> dict[str, Any]:
+    """Rank 0's end: wait for every item's record, merge the shards into records.jsonl (item order), write
+    metrics.json and the task's official files. Also re-scores a finished run directory on its own."""
+    items = list(task.items()) if items is None else list(items)
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        done = existing_records(run_dir)
+        missing = [item.id for item in items if item.id not in done]
+        if not missing:
+            break
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"{run_dir}: {len(missing)} items have no record (e.g. {missing[:3]}); did another "
+                               "rank stop? Re-run the same command to answer them")
+        time.sleep(poll_seconds)
+    records = [done[item.id] for item in items]
+    with atomic_path(run_dir / RECORDS) as tmp:
+        tmp.write_text("".join(json.dumps(record_to_json(r), ensure_ascii=False) + "\n" for r in records),
+                       encoding="utf-8")
+    for path in run_dir.glob("records.rank*.jsonl"):
+        path.unlink()
+    metrics = task.metrics(items, records)
+    task.write_outputs(items, records, run_dir)
+    write_json(run_dir / METRICS, metrics)
+    return metrics

@@ -1,0 +1,125 @@
+"""Spacewalk-18 video question answering as a multiple-choice task (BENCHMARKS.md section 1.6).
+
+The 376 questions of `tasks/question_answering/test.json` on one-hour clips of the test recordings become
+`MultipleChoiceItem`s (the clip as the visual, the clip's transcript, four options, the type as metadata);
+the prompt is App. C.2's; the reply is parsed as a single letter (spacewalk/multiple_choice/parsing.py);
+the metrics are `scoring.qa_accuracy` (overall and per type) plus the count of unparsable replies; the
+official file is `answers.json`, the list of option indices in question-file order that
+`python -m spacewalk.score --task question_answering` reads.
+
+An unparsable reply is wrong. The official list has no "no answer" value, so answers.json holds, for an
+unparsable reply, the option after the correct one (`(answer + 1) % 4`): a choice that is certainly
+wrong, so the scoring tool's number equals metrics.json's. `unparsable` in metrics.json says how many.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.parsing import fill_unparsable, letter, parse_letter
+from spacewalk.multiple_choice.task import Prompt, Record
+from spacewalk.spacewalk18.dataset import Question, Spacewalk18
+from spacewalk.spacewalk18.predictions import write_qa_predictions
+from spacewalk.spacewalk18.scoring import qa_accuracy
+from spacewalk.spacewalk18.windows import TranscriptIndex, Window
+
+ANSWERS_FILE = "answers.json"
+
+# App. C.2, in order: the video; the instruction; the question; the choices. The quoted sentences are the
+# paper's; the instruction is BENCHMARKS.md's account of it ("answer with a single letter A-D and nothing
+# else, the most likely one if unsure") written out in full.
+QA_INSTRUCTION = ("Answer with a single letter from A to {last} and nothing else. "
+                  "If you are not sure, give the most likely answer.")
+TRANSCRIPT_SENTENCE = "The transcript of the video speech is: {transcript}."
+
+
+def open_dataset(root: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
+                 synthetic: Mapping[str, Any] | None = None) -> Spacewalk18:
+    """The release at `root`, or (root None) the synthetic Spacewalk-18 at `synthetic_root`, generated on first
+    use with the generator's `synthetic` options."""
+    if root is not None:
+        return Spacewalk18(root)
+    if synthetic_root is None:
+        raise ValueError("give data.root (a release in the official layout) or data.synthetic_root")
+    from spacewalk.spacewalk18.synthetic import synthetic_spacewalk18
+
+    return synthetic_spacewalk18(synthetic_root, seed, **dict(synthetic or {}))
+
+
+def choices_block(options: Sequence[str], labels: Sequence[str]) -> str:
+    return "Here are the choices:\n" + "\n".join(f"({label}) {option}" for label, option in zip(labels, options))
+
+
+class QuestionAnswering:
+    """The Spacewalk-18 QA task. `transcript_in_prompt` adds the clip's transcript to the prompt in the words
+    of the step-recognition prompt (the paper's QA prompt has the video only; a text-only model needs it)."""
+
+    name = "spacewalk18_qa"
+
+    def __init__(self, dataset: Spacewalk18, transcript_in_prompt: bool = False, max_items: int | None = None):
+        self.dataset = dataset
+        self.transcript_in_prompt = transcript_in_prompt
+        self.questions: list[Question] = dataset.questions()
+        if max_items is not None:
+            self.questions = self.questions[:max_items]
+        self._items: list[MultipleChoiceItem] | None = None
+
+    def items(self) -> list[MultipleChoiceItem]:
+        if self._items is None:
+            indexes: dict[str, TranscriptIndex] = {}
+            items = []
+            for q in self.questions:
+                recording = self.dataset.recordings[q.video_id]
+                if q.video_id not in indexes:
+                    indexes[q.video_id] = TranscriptIndex(recording.transcript)
+                items.append(MultipleChoiceItem(
+                    id=str(q.question_id), question=q.question, options=tuple(q.options), answer=q.answer,
+                    visual=Visual(video=recording.video_path, start=q.video_start, end=q.video_end),
+                    transcript=indexes[q.video_id].text_in(Window(q.video_start, q.video_end)),
+                    meta={"type": q.type, "video_id": q.video_id, "question_id": q.question_id}))
+            self._items = items
+        return self._items
+
+    def prompt(self, item: MultipleChoiceItem) -> Prompt:
+        labels = [letter(i) for i in range(len(item.options))]
+        parts = [Prompt.VISUAL]
+        if self.transcript_in_prompt:
+            parts.append(TRANSCRIPT_SENTENCE.format(transcript=item.transcript or ""))
+        parts += [QA_INSTRUCTION.format(last=labels[-1]), f"Here is the question: {item.question}",
+                  choices_block(item.options, labels)]
+        return Prompt(tuple(parts))
+
+    def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
+        return parse_letter(reply, item.options)
+
+    def official_answers(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]) -> list[int]:
+        by_id = {r.item_id: r for r in records}
+        return [fill_unparsable(by_id[i.id].choice, i.answer, len(i.options)) for i in items]
+
+    def metrics(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]) -> dict[str, Any]:
+        by_id = {r.item_id: r for r in records}
+        questions = {str(q.question_id): q for q in self.questions}
+        result = qa_accuracy(np.array(self.official_answers(items, records)), [questions[i.id] for i in items])
+        unparsable_per_type: dict[str, int] = {}
+        for item in items:
+            if by_id[item.id].choice is None:
+                unparsable_per_type[item.meta["type"]] = unparsable_per_type.get(item.meta["type"], 0) + 1
+        return result | {"unparsable": sum(unparsable_per_type.values()), "unparsable_per_type": unparsable_per_type}
+
+    def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
+        if len(items) != len(self.dataset.questions()):
+            # a max_items subset: the official file must cover every question of the file
+            write_qa_predictions(Path(out_dir) / "answers.subset.json", self.official_answers(items, records))
+            return
+        write_qa_predictions(Path(out_dir) / ANSWERS_FILE, self.official_answers(items, records))
+
+
+def question_answering_task(root: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
+                            synthetic: Mapping[str, Any] | None = None, transcript_in_prompt: bool = False,
+                            max_items: int | None = None) -> QuestionAnswering:
+    """The `data=spacewalk18_qa` config: the task on the release at `root` or on the synthetic default."""
+    return QuestionAnswering(open_dataset(root, synthetic_root, seed, synthetic), transcript_in_prompt, max_items)

@@ -1,0 +1,153 @@
+"""Spacewalk-18 step recognition posed as a multiple-choice question (BENCHMARKS.md section 1.5, "Video
+LLMs"): each official sample of a split becomes App. C.2's question over its context window of length w
+([t - w/2, t + w/2] clipped, spacewalk/spacewalk18/windows.py), with the K + 1 classes of its recording as
+the choices (0: Irrelevant with the DES text; i: the step's caption and narration) and the window's
+transcript in the prompt. The reply is parsed as a single number 0..K; the predictions go out in the
+official step-recognition format (`predictions.json`, with per-class scores when the backend gives them,
+so mAP too) and are scored by the official Accuracy, mAP and IoU (spacewalk/spacewalk18/scoring.py).
+
+An unparsable reply is wrong: metrics.json counts it (`unparsable`), and the prediction written for it is
+the class after the label (`(label + 1) % (K + 1)`), certainly wrong, so that
+`python -m spacewalk.score` on predictions.json gives metrics.json's Accuracy and IoU. (IoU then counts
+that interval for a class the model never chose; there is no "no answer" value in the official format.)
+
+`samples_per_video` takes an evenly spaced subset of each video's official samples (in order) for cost;
+its metrics are the official rules applied to the subset (IoU's intervals come from the subset's
+neighbours), not the official numbers, and the predictions are written to `predictions.subset.json` with
+the subset's samples in `samples.subset.json`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from spacewalk.io import write_json
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
+from spacewalk.multiple_choice.task import Prompt, Record
+from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, StepSample, samples_to_json
+from spacewalk.spacewalk18.predictions import write_step_predictions
+from spacewalk.spacewalk18.question_answering import choices_block, open_dataset
+from spacewalk.spacewalk18.scoring import step_recognition_metrics
+from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, parse_duration
+
+PREDICTIONS_FILE = "predictions.json"
+
+# App. C.2, in order: the video; the mission and transcript sentence; the instruction; the question; the
+# choices. Quoted sentences are the paper's; the instruction is BENCHMARKS.md's account of it ("answer with a
+# single number from 0 to <K> and nothing else, and give the most likely answer if unsure") written out.
+MISSION = ("You are given a spacewalk video, where the spacewalk mission can be divided into {K} steps. "
+           "The transcript of the video speech is: {transcript}.")
+INSTRUCTION = ("Answer with a single number from 0 to {K} and nothing else. "
+               "If you are not sure, give the most likely answer.")
+QUESTION = "Which step does the frame in the middle of this video belong to?"
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if not text or text[-1] in ".!?" else text + "."
+
+
+def step_options(steps) -> tuple[str, ...]:
+    """The choices: "Irrelevant: <DES>" and "<caption_i>: <transcript_i>." (the caption alone when the step
+    has no narration)."""
+    options = [f"Irrelevant: {IRRELEVANT_DESCRIPTION}"]
+    for step in steps[1:]:
+        options.append(_sentence(f"{step.caption}: {step.transcript}" if step.transcript.strip() else step.caption))
+    return tuple(options)
+
+
+def subset(samples: Sequence[StepSample], n: int | None) -> list[StepSample]:
+    """n samples evenly spaced over the list (all of them when n is None or at least the list's length)."""
+    if n is None or n >= len(samples):
+        return list(samples)
+    if n < 1:
+        raise ValueError(f"samples_per_video must be at least 1, got {n}")
+    return [samples[i] for i in np.linspace(0, len(samples) - 1, n).round().astype(int)]
+
+
+class StepRecognitionQuestions:
+    name = "spacewalk18_step_questions"
+
+    def __init__(self, dataset: Spacewalk18, split: str = "test", context: float | str = 300.0,
+                 samples_per_video: int | None = None, max_videos: int | None = None):
+        self.dataset = dataset
+        self.split = split
+        self.w = parse_duration(context)
+        self.all_samples = dataset.step_samples(split)
+        videos = list(self.all_samples)[:max_videos] if max_videos is not None else list(self.all_samples)
+        self.samples = {v: subset(self.all_samples[v], samples_per_video) for v in videos}
+        self.complete = videos == list(self.all_samples) and all(
+            len(self.samples[v]) == len(self.all_samples[v]) for v in videos)
+        self._items: list[MultipleChoiceItem] | None = None
+
+    def items(self) -> list[MultipleChoiceItem]:
+        if self._items is None:
+            items = []
+            for video_id, samples in self.samples.items():
+                recording = self.dataset.recordings[video_id]
+                index = TranscriptIndex(recording.transcript)
+                options = step_options(recording.steps)
+                for sample in samples:
+                    window = context_window(sample.timestamp, self.w, recording.duration)
+                    items.append(MultipleChoiceItem(
+                        id=f"{video_id}/{sample.id}", question=QUESTION, options=options, answer=sample.label,
+                        visual=Visual(video=recording.video_path, start=window.start, end=window.end),
+                        transcript=index.text_in(window),
+                        meta={"video_id": video_id, "sample_id": sample.id, "timestamp": sample.timestamp,
+                              "K": recording.num_classes - 1}))
+            self._items = items
+        return self._items
+
+    def prompt(self, item: MultipleChoiceItem) -> Prompt:
+        k = len(item.options) - 1
+        return Prompt((Prompt.VISUAL, MISSION.format(K=k, transcript=item.transcript or ""), INSTRUCTION.format(K=k),
+                       f"Here is the question: {item.question}",
+                       choices_block(item.options, [str(i) for i in range(k + 1)])))
+
+    def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
+        return parse_number(reply, len(item.options))
+
+    def predictions(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
+                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+        """Per video, the predictions in sample order (unparsable filled with a wrong class) and the scores
+        when every record has K + 1 of them."""
+        by_id = {r.item_id: r for r in records}
+        predictions: dict[str, list[int]] = {v: [] for v in self.samples}
+        scores: dict[str, list] = {v: [] for v in self.samples}
+        for item in items:
+            record = by_id[item.id]
+            video_id = item.meta["video_id"]
+            predictions[video_id].append(fill_unparsable(record.choice, item.answer, len(item.options)))
+            ok = record.scores is not None and len(record.scores) == len(item.options)
+            scores[video_id].append(list(record.scores) if ok else None)
+        with_scores = all(s is not None for v in scores.values() for s in v)
+        preds = {v: np.asarray(p, dtype=np.int64) for v, p in predictions.items()}
+        return preds, ({v: np.asarray(s, dtype=np.float64) for v, s in scores.items()} if with_scores else None)
+
+    def metrics(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]) -> dict[str, Any]:
+        predictions, scores = self.predictions(items, records)
+        result = step_recognition_metrics(self.dataset.recordings, self.samples, predictions, scores)
+        unparsable = sum(r.choice is None for r in records)
+        return result | {"split": self.split, "context_seconds": self.w, "count": len(items),
+                         "unparsable": unparsable, "official_samples": self.complete}
+
+    def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
+        predictions, scores = self.predictions(items, records)
+        if self.complete:
+            write_step_predictions(Path(out_dir) / PREDICTIONS_FILE, predictions, scores)
+        else:
+            write_step_predictions(Path(out_dir) / "predictions.subset.json", predictions, scores)
+            write_json(Path(out_dir) / "samples.subset.json", samples_to_json(self.samples), indent=None)
+
+
+def step_recognition_questions_task(root: str | Path | None = None, synthetic_root: str | Path | None = None,
+                                    seed: int = 0, synthetic: Mapping[str, Any] | None = None, split: str = "test",
+                                    context: float | str = 300.0, samples_per_video: int | None = None,
+                                    max_videos: int | None = None) -> StepRecognitionQuestions:
+    """The `data=spacewalk18_step_questions` config."""
+    return StepRecognitionQuestions(open_dataset(root, synthetic_root, seed, synthetic), split, context,
+                                    samples_per_video, max_videos)

@@ -1,0 +1,286 @@
+"""The multiple-choice harness: parsing of awkward replies, the runner (records, resume after a crash, several
+processes, refusing a foreign run directory), the Spacewalk-18 QA and step-question tasks with their official
+files, the scripted (100 %), random (chance) and contrastive text backends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fakes import FakeText
+from spacewalk import score
+from spacewalk.multiple_choice import runner
+from spacewalk.multiple_choice.backends.baselines import RandomBackend, ScriptedBackend
+from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBackend, option_queries, split_sentences
+from spacewalk.multiple_choice.items import MultipleChoiceItem
+from spacewalk.multiple_choice.parsing import parse_letter, parse_number
+from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Record, Reply
+from spacewalk.spacewalk18.predictions import read_step_predictions
+from spacewalk.spacewalk18.question_answering import QuestionAnswering, open_dataset
+from spacewalk.spacewalk18.scoring import step_recognition_metrics
+from spacewalk.spacewalk18.step_recognition_questions import StepRecognitionQuestions
+
+SMALL = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=60,
+             retrieval_samples_per_video=4, questions_per_video=6)
+
+OPTIONS = ("open the hatch", "install the battery", "take a photo", "stow the bag")
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("B", 1), ("b", 1), ("(B)", 1), ("B.", 1), (" [c] ", 2), ("Answer: C", 2), ("The answer is (D).", 3),
+    ("```\nA\n```", 0), ("**B**", 1), ("B) install the battery", 1), ("D. Because it happens last.", 3),
+    ("I think (C) fits best.", 2), ("install the battery.", 1), ("Install The Battery", 1),
+    ("E", None), ("(F)", None), ("", None), ("   ", None), ("a or b", None), ("I cannot tell.", None),
+    ("A and then (B) and (C)", 0),  # rule 4: starts with "A " -> no separator; two bracketed -> none
+])
+def test_parse_letter(reply, expected):
+    if reply == "A and then (B) and (C)":
+        expected = None  # "A" is not followed by a separator, two distinct bracketed letters: unparsable
+    assert parse_letter(reply, OPTIONS) == expected
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("3", 3), ("3.", 3), ("(3)", 3), ("Answer: 3.", 3), ("answer is 4", 4), ("The answer is step 2.", 2),
+    ("```\n5\n```", 5), ("(4) Install the battery: ...", 4), ("It is step 6", 6), ("0", 0),
+    ("12", None), ("Answer: 11", None), ("", None), ("Step 3 or step 4", None), ("no idea", None),
+    ("3.5", None),
+])
+def test_parse_number(reply, expected):
+    assert parse_number(reply, 10) == expected
+
+
+# ---- a generic task for runner tests ----
+
+
+class ToyTask:
+    name = "toy"
+
+    def __init__(self, n: int = 40, options: int = 4):
+        rng = np.random.default_rng(0)
+        self._items = [MultipleChoiceItem(id=f"q{i}", question=f"question {i}?",
+                                          options=tuple(f"option {j}" for j in range(options)),
+                                          answer=int(rng.integers(options)), transcript=f"words {i}.")
+                       for i in range(n)]
+
+    def items(self):
+        return self._items
+
+    def prompt(self, item):
+        return Prompt((Prompt.VISUAL, item.question, *[f"({chr(65 + j)}) {o}" for j, o in enumerate(item.options)]))
+
+    def parse(self, item, reply):
+        return parse_letter(reply, item.options)
+
+    def metrics(self, items, records):
+        correct = [r.correct for r in records]
+        return {"Accuracy": 100 * float(np.mean(correct)), "count": len(records),
+                "unparsable": sum(r.choice is None for r in records)}
+
+    def write_outputs(self, items, records, out_dir):
+        (Path(out_dir) / "choices.json").write_text(json.dumps([r.choice for r in records]))
+
+
+class Crashing:
+    """Scripted replies that raise after `after` items, as a run killed mid-way."""
+
+    name = "scripted"
+
+    def __init__(self, after: int):
+        self.inner, self.after, self.seen = ScriptedBackend("letter"), after, 0
+
+    def answer(self, items, prompts):
+        if self.seen + len(items) > self.after:
+            raise KeyboardInterrupt("killed")
+        self.seen += len(items)
+        return self.inner.answer(items, prompts)
+
+    def generate(self, prompts):
+        raise NotImplementedError
+
+
+class Mixed:
+    """Odd items get an unparsable reply, the rest the right letter."""
+
+    name = "mixed"
+
+    def answer(self, items, prompts):
+        return [Reply(text="no idea" if int(i.id[1:]) % 2 else chr(65 + i.answer)) for i in items]
+
+    def generate(self, prompts):
+        raise NotImplementedError
+
+
+def test_protocols_hold():
+    assert isinstance(ToyTask(), MultipleChoiceTask)
+    for backend in (ScriptedBackend(), RandomBackend(), Crashing(1), Mixed()):
+        assert isinstance(backend, Backend)
+
+
+def test_runner_writes_records_and_counts_unparsable_as_wrong(tmp_path):
+    metrics = runner.run(ToyTask(10), Mixed(), tmp_path, chunk_size=3, progress=False)
+    assert metrics == {"Accuracy": 50.0, "count": 10, "unparsable": 5}
+    records = runner.read_records(tmp_path / runner.RECORDS)
+    assert [r.item_id for r in records] == [f"q{i}" for i in range(10)]
+    assert records[1].choice is None and records[1].correct is False and records[1].reply == "no idea"
+    assert "question 1?" in records[1].prompt and Prompt.VISUAL not in records[1].prompt
+    assert json.loads((tmp_path / runner.METRICS).read_text()) == metrics
+    assert json.loads((tmp_path / "choices.json").read_text())[:2] == [records[0].choice, None]
+
+
+def test_a_run_killed_midway_resumes_to_the_same_metrics(tmp_path):
+    whole = runner.run(ToyTask(), Mixed(), tmp_path / "whole", progress=False)
+    # the same with scripted replies, killed after 16 items, with a cut-off line left by the kill
+    task = ToyTask()
+    reference = runner.run(task, ScriptedBackend("letter"), tmp_path / "ref", progress=False)
+    run_dir = tmp_path / "killed"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(task, Crashing(after=16), run_dir, chunk_size=8, progress=False)
+    assert len(runner.read_records(run_dir / runner.RECORDS)) == 16
+    with open(run_dir / runner.RECORDS, "a") as f:
+        f.write('{"item_id": "q16", "prompt": "cut off')
+    calls = []
+
+    class Counting(ScriptedBackend):
+        def answer(self, items, prompts):
+            calls.extend(i.id for i in items)
+            return super().answer(items, prompts)
+
+    resumed = runner.run(task, Counting("letter"), run_dir, chunk_size=8, progress=False)
+    assert calls == [f"q{i}" for i in range(16, 40)]  # only what was not recorded
+    assert resumed == reference and resumed["Accuracy"] == 100.0 and whole["Accuracy"] == 50.0
+    assert (run_dir / runner.RECORDS).read_text() == (tmp_path / "ref" / runner.RECORDS).read_text()
+
+
+def test_several_processes_split_the_items_and_rank0_merges(tmp_path):
+    task = ToyTask(25)
+    single = runner.run(task, RandomBackend(seed=3), tmp_path / "one", progress=False)
+    run_dir = tmp_path / "two"
+    assert runner.run(task, RandomBackend(seed=3), run_dir, rank=1, world_size=2, progress=False) is None
+    shard = runner.read_records(run_dir / runner.shard_name(1))
+    assert [r.item_id for r in shard] == [f"q{i}" for i in range(1, 25, 2)]
+    merged = runner.run(task, RandomBackend(seed=3), run_dir, rank=0, world_size=2, progress=False, wait_seconds=5)
+    assert merged == single
+    assert (run_dir / runner.RECORDS).read_text() == (tmp_path / "one" / runner.RECORDS).read_text()
+    assert not list(run_dir.glob("records.rank*"))
+
+
+def test_rank0_reports_missing_records_of_a_stopped_rank(tmp_path):
+    with pytest.raises(RuntimeError, match="have no record"):
+        runner.run(ToyTask(6), ScriptedBackend(), tmp_path, rank=0, world_size=2, progress=False,
+                   wait_seconds=0.2, poll_seconds=0.05)
+
+
+def test_a_run_directory_of_other_settings_is_refused(tmp_path):
+    runner.run(ToyTask(4), ScriptedBackend(), tmp_path, identity={"model": {"seed": 1}}, progress=False)
+    runner.run(ToyTask(4), ScriptedBackend(), tmp_path, identity={"model": {"seed": 1}}, progress=False)
+    with pytest.raises(ValueError, match="other settings"):
+        runner.run(ToyTask(4), ScriptedBackend(), tmp_path, identity={"model": {"seed": 2}}, progress=False)
+
+
+def test_random_backend_is_near_chance_and_reproducible():
+    task = ToyTask(4000)
+    records = runner.answer_items(task, RandomBackend(seed=0), task.items(), chunk_size=64)
+    accuracy = np.mean([r.correct for r in records])
+    assert abs(accuracy - 0.25) < 0.03
+    again = runner.answer_items(task, RandomBackend(seed=0), task.items()[:10], chunk_size=3)
+    assert [r.choice for r in again] == [r.choice for r in records[:10]]
+
+
+# ---- Spacewalk-18 tasks ----
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    return open_dataset(None, tmp_path_factory.mktemp("mc") / "synthetic", 0, SMALL)
+
+
+def test_qa_scripted_scores_100_and_the_scoring_tool_agrees(synthetic, tmp_path, capsys):
+    task = QuestionAnswering(synthetic)
+    assert len(task.items()) == len(synthetic.questions()) >= 4
+    item = task.items()[0]
+    prompt = task.prompt(item).text
+    assert prompt.startswith("Answer with a single letter from A to D and nothing else.")
+    assert f"Here is the question: {item.question}\nHere are the choices:\n(A) {item.options[0]}\n(B)" in prompt
+    assert "transcript" not in prompt
+    assert "The transcript of the video speech is: " in QuestionAnswering(synthetic, transcript_in_prompt=True
+                                                                          ).prompt(item).text
+    metrics = runner.run(task, ScriptedBackend(), tmp_path, progress=False)
+    assert metrics["Accuracy"] == 100.0 and metrics["unparsable"] == 0
+    assert set(metrics["per_type"]) == {q.type for q in synthetic.questions()}
+    capsys.readouterr()
+    assert score.main(["--root", str(synthetic.root), "--task", "question_answering",
+                       "--predictions", str(tmp_path / "answers.json")]) == 0
+    assert json.loads(capsys.readouterr().out)["Accuracy"] == 100.0
+
+
+def test_qa_unparsable_replies_are_wrong_in_metrics_and_in_the_official_file(synthetic, tmp_path, capsys):
+    task = QuestionAnswering(synthetic)
+    backend = ScriptedBackend(script=lambda item, prompt: "no idea" if item.id in ("0", "3") else
+                              f"The answer is ({chr(65 + item.answer)}).")
+    metrics = runner.run(task, backend, tmp_path, progress=False)
+    n = len(task.items())
+    assert metrics["unparsable"] == 2 and metrics["Accuracy"] == pytest.approx(100 * (n - 2) / n)
+    capsys.readouterr()
+    score.main(["--root", str(synthetic.root), "--task", "question_answering",
+                "--predictions", str(tmp_path / "answers.json")])
+    assert json.loads(capsys.readouterr().out)["Accuracy"] == pytest.approx(metrics["Accuracy"])
+
+
+def test_step_questions_items_prompt_and_official_predictions(synthetic, tmp_path, capsys):
+    task = StepRecognitionQuestions(synthetic, "test", "1min")
+    samples = synthetic.step_samples("test")
+    video_id = next(iter(samples))
+    recording = synthetic.recordings[video_id]
+    item = task.items()[5]
+    sample = samples[video_id][5]
+    assert item.id == f"{video_id}/{sample.id}" and item.answer == sample.label
+    assert item.visual.start == max(0, sample.timestamp - 30) and item.visual.end == min(recording.duration,
+                                                                                          sample.timestamp + 30)
+    k = recording.num_classes - 1
+    text = task.prompt(item).text
+    assert text.startswith(f"You are given a spacewalk video, where the spacewalk mission can be divided into {k} "
+                           f"steps. The transcript of the video speech is: {item.transcript}.")
+    assert f"Answer with a single number from 0 to {k} and nothing else." in text
+    assert "Here is the question: Which step does the frame in the middle of this video belong to?" in text
+    assert "\n(0) Irrelevant: The mission control center" in text
+    assert f"\n(1) {recording.steps[1].caption}: " in text
+
+    metrics = runner.run(task, ScriptedBackend(), tmp_path, progress=False)
+    assert metrics["Accuracy"] == 100.0 and metrics["IoU"] == pytest.approx(
+        step_recognition_metrics(synthetic.recordings, samples,
+                                 {v: np.array([s.label for s in ss]) for v, ss in samples.items()})["IoU"])
+    read_step_predictions(tmp_path / "predictions.json", synthetic.recordings, samples)
+    capsys.readouterr()
+    score.main(["--root", str(synthetic.root), "--split", "test", "--predictions", str(tmp_path / "predictions.json")])
+    scored = json.loads(capsys.readouterr().out)
+    assert scored["Accuracy"] == 100.0 and scored["IoU"] == pytest.approx(metrics["IoU"])
+
+
+def test_step_questions_contrastive_scores_give_map_and_a_subset_is_marked(synthetic, tmp_path):
+    task = StepRecognitionQuestions(synthetic, "test", "5min", samples_per_video=10)
+    assert len(task.items()) == 20 and not task.complete
+    metrics = runner.run(task, ContrastiveTextBackend(FakeText(dim=16)), tmp_path, chunk_size=7, progress=False)
+    assert metrics["mAP"] is not None and metrics["official_samples"] is False
+    assert (tmp_path / "predictions.subset.json").is_file() and not (tmp_path / "predictions.json").exists()
+    records = runner.read_records(tmp_path / runner.RECORDS)
+    assert all(r.scores is not None and r.choice == int(np.argmax(r.scores)) for r in records)
+
+
+def test_contrastive_text_queries_and_pooling():
+    item = MultipleChoiceItem(id="x", question="Which task happens first", options=("a hatch", "a bolt"),
+                              transcript="We open the hatch. Then a bolt! And more")
+    assert option_queries(item) == ["Question: Which task happens first? Is it a hatch",
+                                    "Question: Which task happens first? Is it a bolt"]
+    assert split_sentences(item.transcript) == ["We open the hatch.", "Then a bolt!", "And more"]
+    encoder = FakeText(dim=16)
+    backend = ContrastiveTextBackend(encoder, pool="max")
+    reply = backend.answer([item], [Prompt(("q",))])[0]
+    assert reply.choice == int(np.argmax(reply.scores)) and len(reply.scores) == 2
+    calls = encoder.calls
+    backend.answer([item], [Prompt(("q",))])
+    assert encoder.calls == calls  # every text came from the cache
+    silent = MultipleChoiceItem(id="y", question="q?", options=("a", "b"), transcript="")
+    assert backend.answer([silent], [Prompt(("q",))])[0].scores == (0.0, 0.0)
