@@ -77,3 +77,12 @@ def choice(reply: str, letters: Sequence[str]) -> int | None:
         return None
     lowered = [letter.lower() for letter in letters]
     return lowered.index(prediction.lower()) if prediction.lower() in lowered else None
+
+
+def scripted_reply(item, prompt=None) -> str:
+    """The ground truth as the prompt asks for it: {"prediction": "<letter>", "reason": ...} (a scripted
+    backend's check of runner, parser and scorer; conf/model/mc_scripted_json.yaml)."""
+    if item.answer is None:
+        raise ValueError(f"item {item.id} has no answer to script")
+    letters = item.meta.get("letters") or tuple(chr(ord("A") + i) for i in range(len(item.options)))
+    return json.dumps({"prediction": letters[item.answer], "reason": "scripted from the ground truth"})

@@ -7,6 +7,7 @@ Items show the frames as the release lists them (pre-extracted at 0.5 fps, 1 fps
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -79,10 +80,20 @@ class EgoCrossCloseQATask:
         return grouped_accuracy(questions, correct, unparsable)
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
-        """The raw replies keyed by id: what `python -m spacewalk.score egocross --task closeqa` reads."""
+        """The raw replies keyed by id: what `python -m spacewalk.score egocross --task closeqa` reads. A
+        backend that chooses without writing text (random, contrastive) has its choice written as the reply
+        the authors' prompt asks for, {"prediction": "<letter>"}, so the scorer agrees with metrics.json."""
         by_record = {r.item_id: r for r in records}
-        write_json(Path(out_dir) / PREDICTIONS_FILE,
-                   {item.id: by_record[item.id].reply for item in items if item.id in by_record})
+        replies = {}
+        for item in items:
+            record = by_record.get(item.id)
+            if record is None:
+                continue
+            reply = record.reply
+            if not reply and record.choice is not None:
+                reply = json.dumps({"prediction": self._by_id[item.id].letters[record.choice]})
+            replies[item.id] = reply
+        write_json(Path(out_dir) / PREDICTIONS_FILE, replies)
 
 
 def open_egocross(data: str | Path | None = None, frames_root: str | Path | None = None,
