@@ -76,3 +76,49 @@ def test_evaluate_egocross_writes_metrics_and_the_replies(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["accuracy"] == 100.0 and len(metrics["per_domain"]) == 4 and len(metrics["per_category"]) == 4
     assert len(json.loads((out / "egocross_closeqa_replies.json").read_text())) == 60
+
+
+class FakeJudge:
+    """A text backend for the judge: mark 4 when the prediction says "nearly", else 1."""
+
+    name = "fake_judge"
+
+    def __init__(self):
+        self.prompts = []
+
+    def answer(self, items, prompts):
+        raise NotImplementedError
+
+    def generate(self, prompts):
+        self.prompts.extend(p.text for p in prompts)
+        return ['{"mark": 4, "reason": "close"}' if "Predicted Answer: nearly" in p.text else '{"mark": 1}'
+                for p in prompts]
+
+
+def test_egocross_openqa_through_the_runner_with_a_judge(tmp_path):
+    root = generate_egocross(tmp_path / "ec", EgoCrossOptions(per_category=2))
+    judge = FakeJudge()
+    task = open_egocross(data=root, answers=root / "answers.json", qa="openqa", judge=judge)
+    items = task.items()
+    answers = {q.id: q.answer.text for q in task.dataset.questions}
+
+    def reply(item, prompt):
+        assert "Options:" not in prompt.text and "'prediction' (your answer as text)" in prompt.text
+        k = int(item.id) % 3
+        text = [f"It is {answers[int(item.id)]}.", "nearly right", "something else"][k]
+        return json.dumps({"prediction": text, "reason": "r"})
+
+    metrics = runner.run(task, ScriptedBackend(script=reply), tmp_path / "run", progress=False)
+    n = len(items)
+    by_kind = [sum(1 for item in items if int(item.id) % 3 == k) for k in range(3)]
+    assert metrics["correct"] == by_kind[0] + by_kind[1] and metrics["total"] == n
+    assert metrics["score_sources"] == {"substring": by_kind[0], "judge: mark": by_kind[1] + by_kind[2]}
+    assert len(judge.prompts) == by_kind[1] + by_kind[2]  # each reply judged once, the substring ones never
+    records = [json.loads(line) for line in (tmp_path / "run/records.jsonl").read_text().splitlines()]
+    assert sum(r["correct"] for r in records) == metrics["correct"]
+    judged = json.loads((tmp_path / "run/egocross_openqa_judgements.json").read_text())
+    assert {j["source"] for j in judged.values()} == {"substring", "judge: mark"}
+    # the score command without a judge: the substring rule alone, a lower bound said to be one
+    assert score_main(["egocross", "--task", "openqa", "--data", str(root / "datasets/egocross_testbed_imgs.json"),
+                       "--answers", str(root / "answers.json"), "--no-judge", "--predictions",
+                       str(tmp_path / "run/egocross_openqa_replies.json")]) == 0
