@@ -320,3 +320,17 @@ def test_download_from_a_local_copy(real_egocross_root, tmp_path, capsys):
     assert (root / TESTBED).read_bytes() == (real_egocross_root / TESTBED).read_bytes()
     assert download.main(["egocross", "--root", str(root), "--source", str(real_egocross_root), "--videos"]) == 2
     assert "gated" in capsys.readouterr().err
+
+
+def test_a_missing_frame_is_named_before_the_run(synthetic_root, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(synthetic_root, copy)
+    data = EgoCross(copy, answers=copy / ANSWERS_FILE)
+    victim = data.frame_paths(data.questions[4])[1]
+    victim.unlink()
+    with pytest.raises(DataError) as e:
+        open_egocross(data=copy, answers=copy / ANSWERS_FILE)
+    assert (e.value.item, e.value.field) == ("5", "video_path") and str(victim) in str(e.value)
+    assert len(open_egocross(data=copy, answers=copy / ANSWERS_FILE, check_frames=False).items()) == 60

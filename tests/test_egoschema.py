@@ -282,3 +282,14 @@ def test_download_from_a_local_copy(real_egoschema_dir, tmp_path, capsys):
         assert (root / name).read_bytes() == (source / name).read_bytes()
     assert download.main(["egoschema", "--root", str(root), "--source", str(source), "--videos"]) == 2
     assert "docs/egoschema_egocross.md" in capsys.readouterr().err
+
+
+def test_a_missing_video_is_named_before_the_run(synthetic_root, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(synthetic_root, copy)
+    victim = EgoSchema(copy).subset()[3]
+    EgoSchema(copy).video(victim.q_uid).unlink()
+    with pytest.raises(DataError) as e:
+        open_egoschema(root=copy)
+    assert (e.value.item, e.value.field) == (victim.q_uid, "q_uid") and "not found" in str(e.value)
+    assert len(open_egoschema(root=copy, check_videos=False).items()) == 20

@@ -209,6 +209,15 @@ class EgoCross:
     def frame_paths(self, q: Question) -> tuple[Path, ...]:
         return tuple(self.frames_root / p.lstrip("/") for p in q.frames)
 
+    def check_frames(self) -> None:
+        """Every listed frame exists under the frames root (a missing one: DataError naming it)."""
+        for q in self.questions:
+            for path in self.frame_paths(q):
+                if not path.is_file():
+                    raise DataError(f"frame {path} not found (frames root {self.frames_root}; see "
+                                    "docs/egoschema_egocross.md for getting the frames)", file=self.file,
+                                    item=str(q.id), field="video_path")
+
     def frame_times(self, q: Question) -> tuple[float, ...]:
         """Seconds from the clip's first extracted frame, at the rate the frames were extracted."""
         return tuple(i / q.sampling_fps for i in range(len(q.frames)))

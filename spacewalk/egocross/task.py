@@ -175,10 +175,11 @@ class EgoCrossOpenQATask:
 def open_egocross(data: str | Path | None = None, frames_root: str | Path | None = None,
                   answers: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
                   limit: int | None = None, options: dict | None = None, qa: str = "closeqa",
-                  judge=None) -> EgoCrossCloseQATask | EgoCrossOpenQATask:
+                  judge=None, check_frames: bool = True) -> EgoCrossCloseQATask | EgoCrossOpenQATask:
     """`data=egocross`: the testbed at `data` (file or root) with its frames and answers; with data null,
     the synthetic EgoCross at `synthetic_root`, written on first use (answers included). `qa`: closeqa
-    or openqa (with `judge`, a backend whose `generate` scores the replies the substring rule leaves open)."""
+    or openqa (with `judge`, a backend whose `generate` scores the replies the substring rule leaves open).
+    `check_frames`: fail at once, naming the question, when a listed frame is missing (false: text-only)."""
     if qa not in ("closeqa", "openqa"):
         raise ValueError(f"EgoCross qa must be closeqa or openqa, got {qa!r}")
     if data is None:
@@ -189,6 +190,8 @@ def open_egocross(data: str | Path | None = None, frames_root: str | Path | None
         data = ensure_egocross(synthetic_root, seed=seed, **(options or {}))
         answers = answers if answers is not None else data / ANSWERS_FILE
     dataset = EgoCross(data, frames_root=frames_root, answers=answers)
+    if check_frames:
+        dataset.check_frames()
     if qa == "openqa":
         return EgoCrossOpenQATask(dataset, judge=judge, limit=limit)
     return EgoCrossCloseQATask(dataset, limit=limit)

@@ -153,6 +153,13 @@ class EgoSchema:
     def video(self, q_uid: str) -> Path:
         return self.video_dir / f"{q_uid}.mp4"
 
+    def check_videos(self, questions: list[Question]) -> None:
+        """Every clip of `questions` exists (a missing one: DataError naming it)."""
+        for q in questions:
+            if not self.video(q.q_uid).is_file():
+                raise DataError(f"video {self.video(q.q_uid)} not found (see docs/egoschema_egocross.md for "
+                                "getting the videos)", file=self.questions_file, item=q.q_uid, field="q_uid")
+
     def subset(self) -> list[Question]:
         """The questions with a public answer, in questions.json order; every answer must name a question."""
         by_uid = {q.q_uid: q for q in self.questions}

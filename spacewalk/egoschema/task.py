@@ -71,13 +71,18 @@ class EgoSchemaTask:
 
 def open_egoschema(root: str | Path | None = None, synthetic_root: str | Path | None = None, split: str = "subset",
                    seed: int = 0, limit: int | None = None, videos: str | Path | None = None,
-                   options: dict | None = None) -> EgoSchemaTask:
+                   options: dict | None = None, check_videos: bool = True) -> EgoSchemaTask:
     """`data=egoschema`: the release at `root`; with root null, the synthetic EgoSchema at `synthetic_root`,
-    written on first use (`options`: spacewalk/egoschema/synthetic.py Options fields)."""
+    written on first use (`options`: spacewalk/egoschema/synthetic.py Options fields). `check_videos`: fail
+    at once, naming the question, when a clip the run will show is missing (false: text-only backends)."""
     if root is None:
         if synthetic_root is None:
             raise ValueError("data.root (an EgoSchema release) or data.synthetic_root is required")
         from spacewalk.egoschema.synthetic import ensure_egoschema
 
         root = ensure_egoschema(synthetic_root, seed=seed, **(options or {}))
-    return EgoSchemaTask(EgoSchema(root, videos=videos), split=split, limit=limit)
+    task = EgoSchemaTask(EgoSchema(root, videos=videos), split=split, limit=limit)
+    if check_videos:
+        questions = task.dataset.subset() if split == "subset" else task.dataset.questions
+        task.dataset.check_videos(questions[:limit] if limit is not None else questions)
+    return task
