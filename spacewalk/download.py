@@ -4,6 +4,11 @@
     python -m spacewalk.download spacewalk18 --root data/spacewalk18 --videos   # + 18 recordings via yt-dlp
     python -m spacewalk.download spacewalk18 --root DIR --source /path/to/a/local/copy
     python -m spacewalk.download hirest --root data/hirest [--features] [--videos]
+    python -m spacewalk.download egoschema --root data/egoschema    # questions, subset answers, Ego4D windows
+    python -m spacewalk.download egocross --root data/egocross      # the testbed JSON (no frames, no answers)
+
+EgoSchema's videos (Google Drive) and EgoCross's frames and answers (the authors' gated release) need the
+user's own access: docs/egoschema_egocross.md says how to get them and where to put them.
 
 HiREST: `--features` fetches the authors' released features (EVA-CLIP frames at 1 fps, Whisper ASR, MiniLM
 ASR embeddings; several GB) into <root>/data/, the layout `data.features=released` reads.
@@ -72,7 +77,22 @@ RELEASES = {
         features=tuple(f"https://huggingface.co/j-min/HiREST-baseline/resolve/main/{name}.zip"
                        for name in ("eva_clip_features", "ASR", "ASR_feats_all-MiniLM-L6-v2")),
     ),
+    # the public annotations only; videos need the user's own Google Drive access (docs/egoschema_egocross.md)
+    "egoschema": Release(
+        base="https://raw.githubusercontent.com/egoschema/EgoSchema/main",
+        files=("questions.json", "subset_answers.json", "uid_to_ego4d.json"),
+        historical_base="", historical_files=(), videos={},
+    ),
+    # the testbed questions only; frames and answers are on the authors' gated dataset (docs/egoschema_egocross.md)
+    "egocross": Release(
+        base="https://raw.githubusercontent.com/MyUniverse0726/EgoCross/main",
+        files=("datasets/egocross_testbed_imgs.json",),
+        historical_base="", historical_files=(), videos={},
+    ),
 }
+# benchmarks whose videos (or frames) no command here can fetch
+NO_VIDEO_DOWNLOAD = {"egoschema": "EgoSchema's clips are on Google Drive (the authors' download.py fetches them)",
+                     "egocross": "EgoCross's frames are on the authors' gated dataset"}
 
 
 def hirest_videos(root: Path) -> dict[str, str]:
@@ -172,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", action="store_true", help="HiREST: also the authors' released features")
     args = parser.parse_args(argv)
     try:
+        if args.videos and args.benchmark in NO_VIDEO_DOWNLOAD:
+            raise RuntimeError(f"{NO_VIDEO_DOWNLOAD[args.benchmark]}: see docs/egoschema_egocross.md")
+        if args.features and args.benchmark in NO_VIDEO_DOWNLOAD:
+            raise RuntimeError(f"--features: {args.benchmark} has no released features")
         download_annotations(args.benchmark, args.root, args.source)
         if args.features:
             download_features(args.benchmark, args.root)
@@ -204,8 +228,21 @@ def _validate_hirest(root: Path):
     return dataset
 
 
+def _validate_egoschema(root: Path):
+    from spacewalk.egoschema.dataset import EgoSchema
+
+    return EgoSchema(root).validate()
+
+
+def _validate_egocross(root: Path):
+    from spacewalk.egocross.dataset import EgoCross
+
+    return EgoCross(root)
+
+
 # benchmark -> reads everything fetched, so a bad or partial download fails here and not in training
-VALIDATE = {"spacewalk18": _validate_spacewalk18, "hirest": _validate_hirest}
+VALIDATE = {"spacewalk18": _validate_spacewalk18, "hirest": _validate_hirest, "egoschema": _validate_egoschema,
+            "egocross": _validate_egocross}
 
 
 if __name__ == "__main__":

@@ -4,11 +4,20 @@
         [--task step_recognition|question_answering|intra_video_retrieval] [--output metrics.json]
     python -m spacewalk.score hirest --task video_retrieval|moment_retrieval|moment_segmentation|step_captioning \
         --predictions FILE (--gt FILE --categories FILE | --root DIR [--split val|test]) [--output metrics.json]
+    python -m spacewalk.score egoschema --predictions FILE (--root DIR | --answers FILE [--questions FILE])
+    python -m spacewalk.score egocross --task closeqa|openqa --data FILE [--answers FILE] --predictions FILE \
+        [--no-judge]
 
 Prints the metrics as JSON in percent, as the papers report them (Spacewalk-18's scripts print fractions;
 HiREST's print percent under the key names used here). HiREST's `--gt` is the file the authors'
 evaluate.py reads for the task: the split file for video and moment retrieval, the formatted step GT for
 segmentation and captioning; `--root` (a HiREST root holding data/splits, ...) finds it for `--split`.
+EgoSchema: the 500-question subset's accuracy of a server JSON {q_uid: 0-4}, a Kaggle CSV (q_uid,answer) or a
+JSON of raw replies {q_uid: text} (read with lmms-eval's parser, which needs --questions or --root).
+EgoCross: the raw replies {id: text}; --data is the testbed JSON with the answers in it, or with
+--answers (a map by id, or the testbed JSON with the answer fields added). OpenQA asks an LLM judge for the
+replies the substring rule leaves open: `python evaluate.py` runs one; here --no-judge scores them 0 and
+reports the lower bound as such.
 A bad dataset or prediction file ends with its message on stderr and exit code 2; a missing scorer
 (Java, for captioning) with exit code 1.
 """
@@ -27,6 +36,7 @@ from spacewalk.io import write_json
 TASKS = ("step_recognition", "question_answering", "intra_video_retrieval")
 HIREST_TASKS = ("video_retrieval", "moment_retrieval", "moment_segmentation", "step_captioning")
 HIREST_SPLITS = ("val", "test")
+EGOCROSS_TASKS = ("closeqa", "openqa")
 
 
 def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str) -> dict[str, Any]:
@@ -101,9 +111,52 @@ def _hirest(args: argparse.Namespace) -> dict[str, Any]:
                         nms_order=args.nms_order, frame_dir=args.frame_dir)
 
 
+def _egoschema(args: argparse.Namespace) -> dict[str, Any]:
+    from spacewalk.egoschema import dataset as files
+    from spacewalk.egoschema import scoring
+    from spacewalk.egoschema.prompts import parse_lmms_eval
+
+    answers_file = args.answers or (args.root / files.ANSWERS_FILE if args.root is not None else None)
+    if answers_file is None:
+        raise UsageError("egoschema needs --root, or --answers (subset_answers.json)")
+    questions_file = args.questions
+    if questions_file is None and args.root is not None and (args.root / files.QUESTIONS_FILE).is_file():
+        questions_file = args.root / files.QUESTIONS_FILE
+    answers = files.read_answers(answers_file)
+    parse, known = None, None
+    if questions_file is not None:
+        by_uid = {q.q_uid: q for q in files.read_questions(questions_file)}
+        known = set(by_uid)
+        parse = lambda q_uid, text: parse_lmms_eval(text, by_uid[q_uid].options)  # noqa: E731
+    predictions = scoring.read_predictions(args.predictions, parse, known)
+    return scoring.score_predictions(predictions, answers, args.predictions)
+
+
+def _egocross(args: argparse.Namespace) -> dict[str, Any]:
+    if args.task not in EGOCROSS_TASKS:
+        raise UsageError(f"egocross needs --task, one of {', '.join(EGOCROSS_TASKS)}")
+    if args.data is None:
+        raise UsageError("egocross needs --data (the testbed JSON, with the answers in it or in --answers)")
+    from spacewalk.egocross.dataset import EgoCross
+    from spacewalk.egocross.scoring import read_replies, require_answers
+    from spacewalk.egocross.task import score_closeqa, score_openqa
+
+    dataset = EgoCross(args.data, answers=args.answers)
+    require_answers(dataset.questions, args.answers or dataset.file)
+    replies = read_replies(args.predictions, dataset.questions)
+    if args.task == "closeqa":
+        return score_closeqa(dataset.questions, replies)
+    if not args.no_judge:
+        raise UsageError("egocross openqa needs an LLM judge for the replies the substring rule leaves open: "
+                         "run it through `python evaluate.py` (any text backend as the judge), or pass --no-judge "
+                         "to score those 0 (a lower bound)")
+    metrics, _ = score_openqa(dataset.questions, replies, None)
+    return metrics
+
+
 # benchmark name -> scorer of the parsed arguments; the first positional argument picks one
-BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {"spacewalk18": _spacewalk18,
-                                                                         "hirest": _hirest}
+BENCHMARKS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "spacewalk18": _spacewalk18, "hirest": _hirest, "egoschema": _egoschema, "egocross": _egocross}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", type=Path, help="dataset root in the official layout (required for spacewalk18)")
     parser.add_argument("--split", help="split to score (default: test)")
     parser.add_argument("--predictions", type=Path, required=True, help="prediction file in the official format")
-    parser.add_argument("--task", choices=TASKS + HIREST_TASKS,
-                        help="spacewalk18: default step_recognition; hirest: required")
+    parser.add_argument("--task", choices=TASKS + HIREST_TASKS + EGOCROSS_TASKS,
+                        help="spacewalk18: default step_recognition; hirest and egocross: required")
     parser.add_argument("--undefined", choices=("exclude", "error"), default="exclude",
                         help="spacewalk18: a class with no positive sample (AP) or neither GT nor prediction "
                              "(IoU), where the authors' code divides by zero: leave it out of the mean, or fail")
@@ -131,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "default) or identity (numpy 2.4 on CPUs with AVX2 or AVX-512, for one)")
     parser.add_argument("--frame-dir", type=Path,
                         help="hirest step_captioning: <dir>/<video>/*.jpg frames at 1 fps for CLIPScore")
+    parser.add_argument("--questions", type=Path, help="egoschema: questions.json (needed to parse raw replies; "
+                                                       "default: the one under --root)")
+    parser.add_argument("--answers", type=Path, help="egoschema: subset_answers.json (default: under --root); "
+                                                     "egocross: the answers by id (default: those in --data)")
+    parser.add_argument("--data", type=Path, help="egocross: the testbed JSON (datasets/egocross_testbed_imgs.json)")
+    parser.add_argument("--no-judge", action="store_true",
+                        help="egocross openqa: score the replies the substring rule leaves open as 0 (no LLM judge)")
     parser.add_argument("--output", type=Path, help="also write the metrics to this JSON file")
     return parser
 

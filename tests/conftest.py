@@ -35,10 +35,11 @@ def ci_requirements() -> list[str]:
     """What CI must have for no test to skip: the real annotations and Java (PTB tokenizer, METEOR)."""
     missing = []
     base = shared_data_dir()
-    for name in ("spacewalk18", "hirest"):
+    for name in ("spacewalk18", "hirest", "egoschema", "egocross"):
         if base is None or not (base / name).is_dir():
             missing.append(f"the real {name} annotations (SPACEWALK_SHARED_DATA={os.environ.get('SPACEWALK_SHARED_DATA')!r}"
-                           " must be a folder holding spacewalk18/ and hirest/; `make test` sets ../shared/data)")
+                           " must be a folder holding spacewalk18/, hirest/, egoschema/ and egocross/; `make test` "
+                           "sets ../shared/data)")
     if shutil.which("java") is None:
         missing.append("java on PATH (HiREST captioning: the PTB tokenizer and METEOR)")
     return missing
@@ -73,6 +74,26 @@ def real_hirest_root() -> Path:
         unavailable("real HiREST annotations not available: set SPACEWALK_SHARED_DATA to the folder "
                     "holding hirest/ (`make test` sets it to ../shared/data)")
     return base / "hirest"
+
+
+@pytest.fixture(scope="session")
+def real_egoschema_dir() -> Path:
+    """The public EgoSchema files: subset_answers.json, uid_to_ego4d.json, sample/questions_first20.json."""
+    base = shared_data_dir()
+    if base is None or not (base / "egoschema/subset_answers.json").is_file():
+        unavailable("real EgoSchema annotations not available: set SPACEWALK_SHARED_DATA to the folder "
+                    "holding egoschema/ (`make test` sets it to ../shared/data)")
+    return base / "egoschema"
+
+
+@pytest.fixture(scope="session")
+def real_egocross_root() -> Path:
+    """The public EgoCross testbed: datasets/egocross_testbed_imgs.json (no answers, no frames)."""
+    base = shared_data_dir()
+    if base is None or not (base / "egocross/datasets/egocross_testbed_imgs.json").is_file():
+        unavailable("real EgoCross testbed not available: set SPACEWALK_SHARED_DATA to the folder "
+                    "holding egocross/ (`make test` sets it to ../shared/data)")
+    return base / "egocross"
 
 
 def write_tiny_root(root: Path, n_samples: int = 30) -> Path:
