@@ -273,6 +273,11 @@ def test_contrastive_text_queries_and_pooling():
     assert option_queries(item) == ["Question: Which task happens first? Is it a hatch",
                                     "Question: Which task happens first? Is it a bolt"]
     assert split_sentences(item.transcript) == ["We open the hatch.", "Then a bolt!", "And more"]
+    # a question ending in '.' gets one '?', and a benchmark's own texts (EgoSchema's) are taken as they are
+    statement = MultipleChoiceItem(id="s", question="Describe what C does in the video.", options=("a", "b"))
+    assert option_queries(statement)[0] == "Question: Describe what C does in the video? Is it a"
+    own = MultipleChoiceItem(id="o", question="q.", options=("a", "b"), meta={"contrastive_texts": ("A!", "B!")})
+    assert option_queries(own) == ["A!", "B!"]
     encoder = FakeText(dim=16)
     backend = ContrastiveTextBackend(encoder, pool="max")
     reply = backend.answer([item], [Prompt(("q",))])[0]

@@ -29,9 +29,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def option_queries(item: MultipleChoiceItem, template: str = QUERY) -> list[str]:
-    question = item.question.strip()
-    if not question.endswith("?"):
-        question += "?"
+    """The option texts: the benchmark's own when its task wrote them (`meta["contrastive_texts"]`, EgoSchema),
+    else the template, with the question's final '.' or '?' made one '?' ("... in the video." ends in
+    "video? Is it", not "video.? Is it")."""
+    own = item.meta.get("contrastive_texts")
+    if own is not None and template == QUERY:
+        if len(own) != len(item.options):
+            raise ValueError(f"item {item.id}: {len(own)} contrastive texts for {len(item.options)} options")
+        return list(own)
+    question = item.question.strip().rstrip("?.").rstrip() + "?"
     return [template.format(question=question, option=option) for option in item.options]
 
 
