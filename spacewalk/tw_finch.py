@@ -84,11 +84,36 @@ def tw_finch(features: np.ndarray, n_clusters: int) -> np.ndarray:
     if counts[0] <= n_clusters:
         return partitions[0]
     labels = partitions[max(i for i, c in enumerate(counts) if c >= n_clusters)]
-    while labels.max() + 1 > n_clusters:  # one merge at a time: the closest pair of first neighbours
-        means = _means(data, labels)
-        nearest, distance = first_neighbours(means[:, :-1], means[:, -1])
-        a = int(np.argmin(distance))
-        b = int(nearest[a])
-        labels = np.where(labels == max(a, b), min(a, b), labels)
-        labels = np.unique(labels, return_inverse=True)[1]
+    return _merge_to(data, labels, n_clusters)
+
+
+def _distances(means: np.ndarray) -> np.ndarray:
+    """The temporally weighted distance matrix of cluster means [C, D + 1] (diagonal inf)."""
+    unit = _unit(means[:, :-1])
+    d = (1.0 - unit @ unit.T) * np.abs(means[:, -1][:, None] - means[:, -1][None, :])
+    np.fill_diagonal(d, np.inf)
+    return d
+
+
+def _merge_to(data: np.ndarray, labels: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Merge the closest pair of first neighbours, one pair at a time, until n_clusters remain. What the
+    reference code recomputes from scratch after each merge (all first neighbours of all means) is updated
+    here: only the merged cluster's mean, and so its row and column of the distance matrix, change."""
+    counts = np.bincount(labels).astype(np.float64)
+    means = _means(data, labels).astype(np.float64)
+    d = _distances(means)
+    while len(means) > n_clusters:
+        nearest = np.argmin(d, axis=1)
+        a = int(np.argmin(d[np.arange(len(d)), nearest]))
+        lo, hi = sorted((a, int(nearest[a])))
+        means[lo] = (means[lo] * counts[lo] + means[hi] * counts[hi]) / (counts[lo] + counts[hi])
+        counts[lo] += counts[hi]
+        means, counts = np.delete(means, hi, axis=0), np.delete(counts, hi)
+        d = np.delete(np.delete(d, hi, axis=0), hi, axis=1)
+        unit = _unit(means[:, :-1])
+        row = (1.0 - unit @ unit[lo]) * np.abs(means[:, -1] - means[lo, -1])
+        row[lo] = np.inf
+        d[lo], d[:, lo] = row, row
+        labels = np.where(labels == hi, lo, labels)
+        labels = np.where(labels > hi, labels - 1, labels)
     return labels.astype(np.int64)

@@ -135,6 +135,22 @@ def test_tw_finch_finds_temporal_blocks():
     assert (tw_finch(features[:1], 3) == 0).all()
 
 
+def test_incremental_merges_equal_the_reference_recomputation():
+    from spacewalk.tw_finch import _means, _merge_to
+
+    rng = np.random.default_rng(3)
+    data = np.concatenate([rng.standard_normal((60, 5)), ((np.arange(60) + 1) / 60)[:, None]], 1).astype(np.float32)
+    labels = np.repeat(np.arange(20), 3)
+    expected = labels.copy()
+    while expected.max() + 1 > 6:  # the reference: all first neighbours of all means, after every merge
+        means = _means(data, expected)
+        nearest, distance = first_neighbours(means[:, :-1], means[:, -1])
+        a = int(np.argmin(distance))
+        expected = np.unique(np.where(expected == max(a, nearest[a]), min(a, nearest[a]), expected),
+                             return_inverse=True)[1]
+    assert (_merge_to(data, labels, 6) == expected).all()
+
+
 def test_tw_finch_retrieval_picks_the_candidate_in_the_query_cluster(synthetic_root, tmp_path):
     dm = datamodule(synthetic_root, tmp_path / "bank", FakeText(dim=8), 30.0)
     dm.setup()
