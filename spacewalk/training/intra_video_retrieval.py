@@ -10,6 +10,8 @@ predicts val and test directly. Each writes into the run directory predictions.j
 accuracy, the window and where each split's samples came from) and missed/<video>.png; Lightning recipes
 also log to CSV / W&B.
 
+`test=false` stops after val (metrics.json holds the val numbers only): for the runs that choose a setting.
+
 evaluate: the recipes with nothing to train, as train does them; `evaluate_checkpoint` re-tests a train.py
 checkpoint with its run's own config.
 """
@@ -81,12 +83,28 @@ def _report(cfg: DictConfig, datamodule, output_dir: Path, test: dict[str, Any],
     return metrics
 
 
+def _validate_only(datamodule, output_dir: Path, val: dict[str, Any], best_val_loss: float | None) -> dict[str, Any]:
+    """`test=false`, for choosing a setting on val: metrics.json holds the val numbers only, so a variant that
+    is not chosen never shows a test number."""
+    from spacewalk.io import write_json
+
+    write_json(output_dir / "metrics.json", {"split": "val", **val, "best_val_loss": best_val_loss,
+                                             "context_seconds": datamodule.context_seconds,
+                                             "sample_sources": dict(datamodule.sources)})
+    log.info("intra-video retrieval, val split (test=false, no test step), w = %g s: Accuracy %.2f\noutputs: %s",
+             datamodule.context_seconds, val["Accuracy"], output_dir)
+    return {"val": val, "best_val_loss": best_val_loss}
+
+
 def _non_learned(cfg: DictConfig, output_dir: Path) -> dict[str, Any]:
     from spacewalk.spacewalk18.scoring import retrieval_accuracy
 
     datamodule = build_datamodule(cfg)
     datamodule.setup()
     model = hydra.utils.instantiate(cfg.model)
+    if not cfg.get("test", True):
+        return _validate_only(datamodule, output_dir, retrieval_accuracy(model.predict(datamodule, "val"),
+                                                                         datamodule.samples["val"]), None)
     results = {}
     for split in ("val", "test"):
         predictions = model.predict(datamodule, split)
@@ -112,6 +130,9 @@ def _lightning(cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, A
     val_metrics = trainer.validate(model, datamodule=datamodule, ckpt_path=best, verbose=False)
     if best_val_loss is None:
         best_val_loss = float(val_metrics[0].get("val/loss", float("nan")))
+    if not cfg.get("test", True):
+        close_loggers(trainer)
+        return _validate_only(datamodule, output_dir, model.split_results["val"], best_val_loss)
     trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
     close_loggers(trainer)
     metrics = _report(cfg, datamodule, output_dir, model.test_results, model.split_results.get("val"),
