@@ -81,6 +81,33 @@ def test_sample_sources_official_and_errors(synthetic_root, tmp_path):
         datamodule(synthetic_root, tmp_path / "bank", FakeText(dim=8), 30.0, modalities="video")
 
 
+def test_features_that_know_the_segment_score_100_through_the_module(synthetic_root, tmp_path):
+    """The whole chain after the windows: samples -> rows -> scores -> predictions in sample order -> the
+    official scorer. Features replaced by the one-hot of the segment at each frame: every sample is right."""
+    import pytorch_lightning as pl
+
+    dm = datamodule(synthetic_root, tmp_path / "bank", FakeText(dim=8), 30.0, eval_batch_size=37)
+    dm.setup()
+    split = dm.splits["test"]
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(split.label))  # rows out of order: the module must put them back
+    for name in ("video_index", "sample_id", "label", "features"):
+        setattr(split, name, getattr(split, name)[order])
+    onehot = np.zeros((len(split.label), 3, 64), np.float32)
+    for row, (r, sid) in enumerate(zip(split.video_index, split.sample_id)):
+        video_id = dm.video_ids["test"][r]
+        rec, s = dm.dataset.recordings[video_id], dm.samples["test"][video_id][sid]
+        for k, f in enumerate((s.query_frame_index, *s.candidate_frame_indices)):
+            onehot[row, k, rec.segments.index(rec.segment_at_frame(f))] = 1.0
+    split.features = onehot
+    module = IntraVideoRetrievalModule(SimilarityHead(), output_dir=str(tmp_path / "run"))
+    pl.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False).test(module, datamodule=dm,
+                                                                                        verbose=False)
+    assert module.test_results["Accuracy"] == 100.0
+    written = load_json(tmp_path / "run/predictions.json")
+    assert written == {v: [s.label for s in ss] for v, ss in dm.samples["test"].items()}
+
+
 # ---- heads and ties ------------------------------------------------------------------------------
 
 def test_zero_shot_scores_are_cosines_and_ties_are_seeded_coins():
