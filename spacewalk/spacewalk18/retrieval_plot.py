@@ -37,8 +37,7 @@ def plot_missed_pairs(recording: Recording, samples: Sequence[RetrievalSample], 
     band.set_yticks([])
     band.set_ylabel("GT")
     ax.scatter(q[~missed], distance[~missed], s=2, color="0.6", label=f"correct ({int((~missed).sum())})")
-    for x0, x1, d in zip(q[missed], chosen[missed], distance[missed]):
-        ax.plot([x0, x1], [d, d], color="tab:red", lw=0.5, alpha=0.5)
+    ax.hlines(distance[missed], q[missed], chosen[missed], color="tab:red", lw=0.5, alpha=0.5)  # one call: fast
     ax.scatter(q[missed], distance[missed], s=6, color="tab:red", label=f"missed ({int(missed.sum())})")
     ax.set_xlabel("query time (h)")
     ax.set_ylabel("query-candidate distance (min)")
