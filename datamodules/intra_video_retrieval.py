@@ -1,0 +1,244 @@
+"""Intra-video retrieval batches (BENCHMARKS 1.7): a window of length w around the query and around each
+candidate, read from the same per-recording feature banks as step recognition (spacewalk/feature_bank.py).
+Changing w re-slices the bank; nothing is re-encoded.
+
+Samples per split (`samples`): "official" reads tasks/intra-video_retrieval/<split>.json; "generated" runs
+our sampler (spacewalk/spacewalk18/retrieval_sampler.py, settings in `sampler`, seed 43); "auto" (the
+default) takes the official file where the root has one and is not a synthetic root, and generates
+otherwise. So on the real release train is generated (the release has no train file) and val/test are the
+official files, and on the synthetic default (recognised by its synthetic.json record) every split comes
+from our sampler. The source of each split is logged and kept in `sources`.
+
+A window around frame f is [t - w/2, t + w/2] clipped to the recording, t = f / 29.97 (the rule of 1.3).
+Its feature, by `modalities`:
+  video       [v]      v: the normalised mean of the bank's 12 s cells overlapping the window ("dense"), or
+                       k frames spread over it from the per-frame features ("sparse", frame-averaging
+                       encoders only), as in step recognition
+  text        [t]      t: the window transcript feature of step recognition (sentence embeddings pooled by
+                       `text_pool`; a silent window is `empty_text`: zero by default, so both candidates of
+                       a silent query score alike and the model breaks the tie at random)
+  video+text  [v, t]   each block unit-norm, so a dot product is the sum of the two cosines
+The paper's zero-shot uses video only; the banks on these machines hold text only, so the framework
+default (`modalities: text`) is what runs there, and `modalities=video` fails with a clear error on a
+bank without video.
+
+A batch: query [B, D], candidates [B, 2, D], label [B], video_index [B] (into `video_ids[split]`),
+sample_id [B].
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from datamodules.step_recognition import (EMPTY_TEXTS, FRAME_SAMPLINGS, MODALITIES, TEXT_POOLS, sparse_window_video,
+                                          window_text_features)
+from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
+from spacewalk.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
+from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("auto", "official", "generated")
+CHUNK = 2048  # windows per slice of the bank
+SYNTHETIC_RECORD = "synthetic.json"  # spacewalk/spacewalk18/synthetic.py's record of a generated root
+
+
+def dense_window_video(cells: np.ndarray, start: np.ndarray, end: np.ndarray, segment_seconds: float) -> np.ndarray:
+    """The normalised mean of the cells [j k, (j+1) k) overlapping each window [start, end) (the rule of
+    RecordingBank.cells_in, as step recognition slices them)."""
+    cells = np.asarray(cells, dtype=np.float32)
+    first = np.floor(start / segment_seconds).astype(np.int64)
+    last = np.minimum(np.ceil(end / segment_seconds).astype(np.int64), len(cells)) - 1
+    last = np.maximum(last, first)
+    csum = np.concatenate([np.zeros((1, cells.shape[1]), np.float64), np.cumsum(cells, axis=0)])
+    return unit_rows(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None]).astype(np.float32))
+
+
+@dataclass
+class RetrievalSplit:
+    video_index: np.ndarray  # int [N]
+    sample_id: np.ndarray  # int [N]
+    label: np.ndarray  # int [N]
+    features: np.ndarray  # float32 [N, 3, D]: query, candidate 0, candidate 1
+
+
+class _Rows(Dataset):
+    def __init__(self, split: RetrievalSplit):
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split.label)
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+class IntraVideoRetrievalDataModule(pl.LightningDataModule):
+    def __init__(self, dataset: Spacewalk18, bank_dir: str | Path, text_encoder=None, video_encoder=None,
+                 bank_config: BankConfig | dict | None = None, context_seconds: float = 30.0,
+                 modalities: str = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
+                 num_workers: int = 0, text_pool: str = "mean", empty_text: str = "zero",
+                 frame_sampling: str = "dense", num_frames: int | None = None,
+                 samples: dict[str, str] | None = None, sampler: RetrievalSamplerConfig | dict | None = None,
+                 seed: int = 0):
+        super().__init__()
+        for name, value, allowed in (("modalities", modalities, MODALITIES), ("text_pool", text_pool, TEXT_POOLS),
+                                     ("empty_text", empty_text, EMPTY_TEXTS),
+                                     ("frame_sampling", frame_sampling, FRAME_SAMPLINGS)):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        if "text" in modalities and text_encoder is None:
+            raise ValueError(f"modalities={modalities!r} needs a text encoder")
+        if not context_seconds > 0:
+            raise ValueError(f"context_seconds must be positive, got {context_seconds}")
+        self.dataset = dataset
+        self.context_seconds = float(context_seconds)
+        self.modalities = modalities
+        self.text_pool, self.empty_text = text_pool, empty_text
+        self.frame_sampling, self.num_frames = frame_sampling, num_frames
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.num_workers = num_workers
+        self.seed = seed
+        self.sample_sources = {s: "auto" for s in SPLITS} | dict(samples or {})
+        for split, source in self.sample_sources.items():
+            if split not in SPLITS or source not in SOURCES:
+                raise ValueError(f"samples: expected {{split: one of {SOURCES}}} for splits {SPLITS}, got "
+                                 f"{split!r}: {source!r}")
+        self.sampler = sampler if isinstance(sampler, RetrievalSamplerConfig) else RetrievalSamplerConfig(**(sampler or {}))
+        config = bank_config if isinstance(bank_config, BankConfig) else BankConfig(**(bank_config or {}))
+        self.bank = FeatureBank(bank_dir, dataset, text_encoder=text_encoder,
+                                video_encoder=video_encoder if "video" in modalities else None, config=config)
+        self.external_video_dim: int | None = None
+        if "video" in modalities and video_encoder is None:
+            self.external_video_dim = self.bank.external_video_dim([v for s in SPLITS for v in dataset.splits[s]])
+        if "video" in modalities and frame_sampling == "sparse":
+            if not getattr(video_encoder, "averages_frames", False):
+                raise ValueError("frame_sampling='sparse' needs a frame-averaging video encoder (open_clip, thumbnail) "
+                                 "whose bank keeps per-frame features: use datamodule.frame_sampling=dense")
+            self.num_frames = num_frames or int(video_encoder.num_frames)
+        self.splits: dict[str, RetrievalSplit] = {}
+        self.samples: dict[str, dict[str, list[RetrievalSample]]] = {}
+        self.video_ids: dict[str, list[str]] = {}
+        self.sources: dict[str, str] = {}
+
+    # ---------------------------------------------------------------------------------------------
+
+    @property
+    def feature_dim(self) -> int:
+        dim = 0
+        if "video" in self.modalities:
+            encoder = self.bank.video_encoder
+            dim += encoder.dim if encoder is not None else self.external_video_dim
+        if "text" in self.modalities:
+            dim += self.bank.text_encoder.dim
+        return dim
+
+    def source_of(self, split: str) -> str:
+        """"official" or "generated": what `samples[split]` resolves to on this root (module docstring)."""
+        source = self.sample_sources[split]
+        if source != "auto":
+            return source
+        root = self.dataset.root
+        official = (root / RETRIEVAL_DIR / f"{split}.json").is_file() and not (root / SYNTHETIC_RECORD).is_file()
+        return "official" if official else "generated"
+
+    def split_samples(self, split: str) -> dict[str, list[RetrievalSample]]:
+        source = self.sources[split] = self.source_of(split)
+        if source == "official":
+            return self.dataset.retrieval_samples(split)
+        out = {}
+        for rec in self.dataset.split(split):
+            try:
+                out[rec.video_id] = recording_retrieval_samples(rec, self.sampler)
+            except ValueError as e:
+                # a short recording (the synthetic ones) may have no usable pair: it has no samples
+                log.warning("intra-video retrieval: %s (%s split) has no samples: %s", rec.video_id, split, e)
+        if not out:
+            raise ValueError(f"no video of the {split} split has a usable pair of segments for retrieval samples")
+        return out
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        trainer = self.trainer
+        if trainer is not None and trainer.world_size > 1:
+            raise ValueError("the intra-video retrieval recipe runs in one process (its whole data fits one "
+                             "batch or a few); use trainer=default")
+        self.bank.build([v for s in SPLITS for v in self.dataset.splits[s]])
+        for split in SPLITS:
+            samples = self.split_samples(split)
+            self.samples[split], self.video_ids[split] = samples, list(samples)
+            self.splits[split] = self._index(samples)
+            log.info("intra-video retrieval: %s split, %d samples of %d videos (%s), w = %g s", split,
+                     len(self.splits[split].label), len(samples), self.sources[split], self.context_seconds)
+
+    def window_features(self, bank: RecordingBank, duration: float, t: np.ndarray,
+                        context_seconds: float | None = None) -> np.ndarray:
+        """The window feature [N, D] around each time in `t` (module docstring); the window is w, or
+        `context_seconds` (TW-FINCH's 12 s windows). In chunks: the sentence overlap is [N, sentences]."""
+        w = self.context_seconds if context_seconds is None else float(context_seconds)
+        t = np.asarray(t, dtype=np.float64)
+        if len(t) > CHUNK:
+            return np.concatenate([self.window_features(bank, duration, t[i:i + CHUNK], w)
+                                   for i in range(0, len(t), CHUNK)])
+        start = np.maximum(t - w / 2, 0.0)
+        end = np.minimum(t + w / 2, duration)
+        blocks = []
+        if "video" in self.modalities:
+            if bank.video is None:
+                raise ValueError(f"{bank.video_id}: the feature bank holds no video features (text-only bank, or no "
+                                 f"video file), but modalities={self.modalities!r}: use modalities=text")
+            if self.frame_sampling == "sparse":
+                blocks.append(sparse_window_video(bank.frame_video, bank.frame_time, start, end, self.num_frames))
+            else:
+                blocks.append(dense_window_video(bank.video, start, end, bank.segment_seconds))
+        if "text" in self.modalities:
+            blocks.append(window_text_features(bank.sentence_text, bank.sentence_start, bank.sentence_end, t,
+                                               w, duration, self.text_pool, self.empty_text))
+        return np.concatenate(blocks, axis=1).astype(np.float32)
+
+    def _index(self, samples: dict[str, list[RetrievalSample]]) -> RetrievalSplit:
+        cols = {"video_index": [], "sample_id": [], "label": [], "features": []}
+        for r, (video_id, ss) in enumerate(samples.items()):
+            rec = self.dataset.recordings[video_id]
+            bank = self.bank.load(video_id)
+            frames = np.array([[s.query_frame_index, *s.candidate_frame_indices] for s in ss], dtype=np.float64)
+            t = np.minimum(frames.reshape(-1) / FPS, rec.duration)
+            cols["features"].append(self.window_features(bank, rec.duration, t).reshape(len(ss), 3, -1))
+            cols["video_index"].append(np.full(len(ss), r))
+            cols["sample_id"].append(np.array([s.id for s in ss]))
+            cols["label"].append(np.array([s.label for s in ss]))
+        return RetrievalSplit(**{k: np.concatenate(v) for k, v in cols.items()})
+
+    # ---------------------------------------------------------------------------------------------
+
+    def collate(self, split: str, indices) -> dict[str, torch.Tensor]:
+        ix, idx = self.splits[split], np.asarray(indices)
+        features = torch.from_numpy(ix.features[idx])
+        return {"query": features[:, 0], "candidates": features[:, 1:], "label": torch.from_numpy(ix.label[idx]).long(),
+                "video_index": torch.from_numpy(ix.video_index[idx]).long(),
+                "sample_id": torch.from_numpy(ix.sample_id[idx]).long()}
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        generator = torch.Generator().manual_seed(self.seed) if shuffle else None
+        return DataLoader(_Rows(self.splits[split]), batch_size=self.batch_size if split == "train" else self.eval_batch_size,
+                          shuffle=shuffle, generator=generator, num_workers=self.num_workers,
+                          collate_fn=partial(self.collate, split))
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)

@@ -1,0 +1,165 @@
+"""Intra-video retrieval (BENCHMARKS 1.7): which of two candidate windows comes from the query window's step.
+
+score_c = <G^q(f_q), G^c(f_c)> / temperature for the two candidates c (features unit-normalised after
+the maps when `normalize`), prediction = argmax. Heads:
+- `SimilarityHead` (zero-shot): G^q = G^c = identity, no parameters (the paper's zero-shot similarity);
+- `TwoTowerHead` (last-layer): two linear maps G^q and G^c of the frozen features, trained with
+  cross-entropy over the two candidates; identity-initialised, so training starts from zero-shot.
+A tie (e.g. both candidates scoring the same against a silent query window) is broken by a fair coin
+drawn from a generator seeded with `tie_seed` and the sample's place in its split, so a run is
+reproducible.
+
+Validation and test collect the scores of every sample and score whole videos at the end of the epoch
+(accuracy per video, then the mean, spacewalk.spacewalk18.scoring.retrieval_accuracy). The test epoch
+writes predictions.json in the official format ({video_id: [0 | 1, ...]}) and metrics.json into
+`output_dir`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from spacewalk.io import write_json
+from spacewalk.spacewalk18.predictions import write_retrieval_predictions
+from spacewalk.spacewalk18.scoring import retrieval_accuracy
+
+log = logging.getLogger(__name__)
+
+STAGE_SPLIT = {"validate": "val", "val": "val", "test": "test"}
+
+
+class SimilarityHead(nn.Module):
+    """Zero-shot: the query and candidate features as they are."""
+
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+
+    def forward(self, query: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return query, candidates
+
+
+class TwoTowerHead(nn.Module):
+    """Last-layer fine-tuning: G^q for the query, G^c for the candidates (linear, dim -> dim)."""
+
+    def __init__(self, dim: int, identity_init: bool = True):
+        super().__init__()
+        self.query_map, self.candidate_map = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        if identity_init:
+            for layer in (self.query_map, self.candidate_map):
+                nn.init.eye_(layer.weight)
+                nn.init.zeros_(layer.bias)
+
+    def forward(self, query: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.query_map(query), self.candidate_map(candidates)
+
+
+def break_ties(scores: np.ndarray, seed: int) -> np.ndarray:
+    """argmax over the two candidates of scores [N, 2], a seeded coin where they are equal."""
+    coin = np.random.default_rng(seed).integers(0, 2, len(scores))
+    return np.where(scores[:, 0] == scores[:, 1], coin, np.argmax(scores, axis=1)).astype(np.int64)
+
+
+class IntraVideoRetrievalModule(pl.LightningModule):
+    def __init__(self, head: nn.Module, optimizer: Callable[..., torch.optim.Optimizer] | None = None,
+                 temperature: float = 1.0, normalize: bool = False, tie_seed: int = 43,
+                 output_dir: str | Path | None = None):
+        super().__init__()
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive, got {temperature}")
+        self.save_hyperparameters(logger=False, ignore=["head", "optimizer", "output_dir"])
+        self.head = head
+        self.optimizer_factory = optimizer
+        self.output_dir = output_dir
+        self._scores: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        self.split_results: dict[str, dict[str, Any]] = {}
+        self.split_predictions: dict[str, dict[str, np.ndarray]] = {}
+        self.test_results: dict[str, Any] | None = None
+
+    def scores(self, query: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        q, c = self.head(query, candidates)
+        if self.hparams.normalize:
+            q, c = F.normalize(q, dim=-1), F.normalize(c, dim=-1)
+        return torch.einsum("bd,bkd->bk", q, c) / self.hparams.temperature
+
+    def _loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        scores = self.scores(batch["query"], batch["candidates"])
+        return F.cross_entropy(scores, batch["label"]), scores
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss, _ = self._loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["label"]))
+        return loss
+
+    # ---- evaluation: whole splits ------------------------------------------------------------------
+
+    def _eval_step(self, split: str, batch: dict[str, torch.Tensor]) -> None:
+        loss, scores = self._loss(batch)
+        self.log(f"{split}/loss", loss, batch_size=len(batch["label"]), on_epoch=True, on_step=False)
+        self._scores.setdefault(split, []).append(
+            (batch["video_index"].cpu().numpy(), batch["sample_id"].cpu().numpy(), scores.detach().float().cpu().numpy()))
+
+    def validation_step(self, batch, batch_idx):
+        self._eval_step("val", batch)
+
+    def test_step(self, batch, batch_idx):
+        self._eval_step("test", batch)
+
+    def on_validation_epoch_start(self):
+        self._scores["val"] = []
+
+    def on_test_epoch_start(self):
+        self._scores["test"] = []
+
+    def _finish(self, split: str) -> dict[str, Any] | None:
+        parts = self._scores.pop(split, [])
+        if not parts or self.trainer.sanity_checking:
+            return None
+        datamodule = self.trainer.datamodule
+        video_ids, samples = datamodule.video_ids[split], datamodule.samples[split]
+        video_index = np.concatenate([p[0] for p in parts])
+        sample_id = np.concatenate([p[1] for p in parts])
+        scores = np.concatenate([p[2] for p in parts])
+        predictions = {}
+        for r, video_id in enumerate(video_ids):
+            rows = np.flatnonzero(video_index == r)
+            if len(rows) != len(samples[video_id]):
+                log.warning("%s split: %s has %d of its %d samples scored (a partial run): left out", split,
+                            video_id, len(rows), len(samples[video_id]))
+                continue
+            position = {s.id: i for i, s in enumerate(samples[video_id])}
+            ordered = np.empty((len(rows), 2), np.float32)
+            ordered[[position[int(i)] for i in sample_id[rows]]] = scores[rows]
+            predictions[video_id] = break_ties(ordered, self.hparams.tie_seed + r)
+        if not predictions:
+            return None
+        results = retrieval_accuracy(predictions, {v: samples[v] for v in predictions})
+        self.split_results[split], self.split_predictions[split] = results, predictions
+        self.log(f"{split}/accuracy", results["Accuracy"])
+        return results
+
+    def on_validation_epoch_end(self):
+        self._finish("val")
+
+    def on_test_epoch_end(self):
+        results = self._finish("test")
+        if results is None:
+            return
+        self.test_results = results
+        if self.output_dir is not None and self.trainer.is_global_zero:
+            out = Path(self.output_dir)
+            write_retrieval_predictions(out / "predictions.json", self.split_predictions["test"])
+            write_json(out / "metrics.json", {"split": "test", **results})
+
+    def configure_optimizers(self):
+        params = [p for p in self.parameters() if p.requires_grad]
+        if self.optimizer_factory is None or not params:
+            return None
+        return self.optimizer_factory(params=params)
