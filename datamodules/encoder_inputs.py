@@ -142,7 +142,7 @@ class _SampleInputs(Dataset):
         if "video" in owner.modalities:
             t = sparse_timestamps(float(windows.start[i]), float(windows.end[i]), owner.num_frames)
             try:
-                frames = self._reader(video_id).frames_at(t)
+                frames = self._reader(video_id).frames_at(t)  # opening fails on the first sample of a bad file
             except DataError as e:
                 raise DataError(f"cannot decode the frames at {np.round(t, 3).tolist()} s (sample "
                                 f"{int(ix.sample_id[i])}, {split}): {e}", item=video_id) from e
