@@ -23,8 +23,9 @@ run is the same with any number of workers or processes and after resuming. Glob
 DataModule's (datamodules/global_batches.py), but each process decodes only its own share: the batch sampler
 yields the share, each item carrying the global batch's labelled count (the loss weight) and the epoch.
 
-Resuming mid-epoch: the train loader is stateful (Lightning saves `state_dict` in the checkpoint), holding the
-epoch and the number of batches the trainer finished; on load, that epoch's first batches are skipped.
+Resuming mid-epoch: the DataModule's `state_dict` (in every checkpoint) holds the epoch and the number of train
+batches the trainer finished; on load, the train sampler skips that epoch's first batches (once). The loader
+carries the same state, so Lightning counts it as resumable.
 """
 
 from __future__ import annotations
@@ -95,9 +96,10 @@ class ResumableLoader(DataLoader):
         return {"epoch": int(epoch), "batches_done": int(done)}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
+        # the same (not a further) skip as the DataModule's load_state_dict: Lightning calls this one only when it
+        # builds the train loader after restoring, which estimated_stepping_batches (the lr schedule) pre-empts
         if state.get("batches_done"):
             self.batch_sampler.skip = (int(state["epoch"]), int(state["batches_done"]))
-            log.info("resuming epoch %d after its first %d batches", state["epoch"], state["batches_done"])
 
 
 @dataclass
@@ -168,6 +170,8 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         self.text_chunk = int(text_chunk)
         self.augment = augment
         self.windows: dict[str, _Windows] = {}
+        self.resume_skip: tuple[int, int] | None = None  # (epoch, batches) from a mid-epoch checkpoint
+        self.train_sampler: ShareBatchSampler | None = None
         video = self.bank.video_encoder
         self.text_encoder = self.bank.text_encoder if "text" in self.modalities else None
         self.video_encoder = video if "video" in self.modalities else None
@@ -251,6 +255,20 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
             masks.append(tokens["attention_mask"])
         return {"text_ids": ids, "text_mask": masks, "text_weight": weight}
 
+    def state_dict(self) -> dict[str, int]:
+        """Saved in every checkpoint: the epoch and the train batches the trainer has finished in it."""
+        if self.trainer is None:
+            return {}
+        epoch, done = self._progress()
+        return {"epoch": int(epoch), "batches_done": int(done)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state.get("batches_done"):
+            self.resume_skip = (int(state["epoch"]), int(state["batches_done"]))
+            log.info("checkpoint from epoch %d after %d batches: a fit resumed from it skips them", *self.resume_skip)
+            if self.train_sampler is not None:
+                self.train_sampler.skip = self.resume_skip
+
     def _progress(self) -> tuple[int, int]:
         trainer = self.trainer
         return trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed
@@ -266,6 +284,9 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         ix = self.splits[split]
         sampler = ShareBatchSampler(len(ix.label), self.batch_size if split == "train" else self.eval_batch_size,
                                     shuffle, self.seed, rank, world, ix.label)
+        if split == "train":
+            self.train_sampler = sampler
+            sampler.skip = self.resume_skip
         return ResumableLoader(_SampleInputs(self, split), batch_sampler=sampler, num_workers=self.num_workers,
                                collate_fn=partial(self.collate_items, split), persistent_workers=self.num_workers > 0,
                                progress=self._progress if split == "train" and trainer is not None else None)

@@ -115,7 +115,7 @@ def test_resumed_loader_skips_the_finished_batches(root, tmp_path, minilm):
     loader = dm._loader("train", shuffle=True)
     loader.batch_sampler.sampler.set_epoch(3)
     full = [b["sample_id"] for b in loader]
-    loader.load_state_dict({"epoch": 3, "batches_done": 2})
+    dm.load_state_dict({"epoch": 3, "batches_done": 2})
     assert [b["sample_id"] for b in loader][0].equal(full[2])
     assert len(list(loader)) == len(full)  # the skip applies once, to that epoch
 
