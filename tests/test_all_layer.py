@@ -167,3 +167,19 @@ def test_warm_up_then_cosine_per_step(minilm):
         optimizer.step()
         scheduler.step()
     assert lrs[0] == 0.0 and lrs[2] == pytest.approx(1e-5) and lrs[-1] < 1e-6  # 2 warm-up steps (10 %)
+
+
+def test_the_recipe_and_the_paper_settings_compose():
+    from test_configs import compose_train
+
+    cfg = compose_train("model=all_layer", "modalities=text")
+    assert cfg.model._target_ == "models.all_layer.AllLayerModule"
+    assert cfg.datamodule._target_ == "datamodules.encoder_inputs.EncoderInputsDataModule"
+    assert (cfg.model.optimizer._target_, cfg.model.optimizer.lr, cfg.model.optimizer.weight_decay) == \
+        ("torch.optim.AdamW", 4e-6, 0.2)
+    assert (cfg.datamodule.batch_size, cfg.trainer.max_epochs, cfg.model.warmup_fraction) == (16, 1, 0.1)
+    assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-3, 2e-5)  # chosen (docs/all_layer.md)
+    paper = compose_train("experiment=paper_all_layer", "modalities=text")
+    assert (paper.model.video_lr, paper.model.text_lr, paper.model.optimizer.lr) == (None, None, 4e-6)
+    # the other recipes keep Adam
+    assert compose_train("model=lfb_avg").model.optimizer._target_ == "torch.optim.Adam"
