@@ -136,7 +136,11 @@ class _SampleInputs(Dataset):
         rng = sample_rng(owner.seed, item.epoch, i, split)
         out: dict[str, Any] = {"item": item}
         video_id = owner.video_ids[split][ix.recording[i]]
-        if "text" in owner.modalities:
+        if owner.text_cells:  # an LFB head reads the cells, not the window feature
+            first, n = int(ix.first_cell[i]), int(ix.num_cells[i])
+            out["cells"] = [(video_id, j) for j in range(first, first + n)]
+            out["query_pos"] = int(ix.query_pos[i])
+        elif "text" in owner.modalities:
             ids = windows.sentences[i]
             if split == "train" and owner.max_sentences is not None and len(ids) > owner.max_sentences:
                 ids = np.sort(rng.choice(ids, owner.max_sentences, replace=False))
@@ -154,11 +158,14 @@ class _SampleInputs(Dataset):
 
 class EncoderInputsDataModule(StepRecognitionDataModule):
     def __init__(self, *args, max_sentences: int | None = None, num_frames: int | None = None,
-                 video_backend: str = "decord", text_chunk: int = 64, augment: bool = True, **kwargs):
+                 video_backend: str = "decord", text_chunk: int = 64, augment: bool = True,
+                 text_cells: bool | str | None = False, **kwargs):
         """The bank DataModule's arguments (its clip features are not used: the towers make their own), plus:
         `max_sentences` per training window (None: all), `num_frames` k (None: the video encoder's count),
         `video_backend` decord | pyav, `text_chunk` sentences per tokenised chunk, `augment` the encoder's
-        training transform on train frames (else its inference transform everywhere)."""
+        training transform on train frames (else its inference transform everywhere). `text_cells` (any true
+        value, e.g. the LFB head's name): the window's k-second cells as texts for the text tower under an LFB
+        head (text only)."""
         kwargs.pop("frame_sampling", None)
         kwargs.pop("cells", None)
         # dense: the bank's clip feature needs no per-frame features; no cells: no LFB head reads them here
@@ -166,6 +173,11 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         if max_sentences is not None and max_sentences < 1:
             raise ValueError(f"max_sentences must be positive or None, got {max_sentences}")
         self.max_sentences = max_sentences
+        self.text_cells = bool(text_cells)
+        if self.text_cells and self.modalities != "text":
+            raise ValueError("text_cells (a trainable text tower under an LFB head) needs modalities=text: video "
+                             f"cells would need every cell's frames decoded per sample (got {self.modalities!r})")
+        self.cell_texts: dict[str, list[str]] = {}  # per recording: the joined text of each bank cell
         self.video_backend = video_backend
         self.text_chunk = int(text_chunk)
         self.augment = augment
@@ -209,6 +221,12 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
             end = np.minimum(t + self.context_seconds / 2, rec.duration)
             starts.append(start)
             ends.append(end)
+            if self.text_cells and video_id not in self.cell_texts:
+                # the bank's own cell rule (spacewalk/feature_bank.py: cell_text)
+                index = TranscriptIndex(rec.transcript)
+                k, n = self.bank.config.segment_seconds, self.bank.load(video_id).num_cells
+                self.cell_texts[video_id] = [index.text_in(Window(j * k, min((j + 1) * k, rec.duration)))
+                                             for j in range(n)]
             if "text" in self.modalities:
                 index = TranscriptIndex(rec.transcript)
                 nonblank = np.array([bool(s.text.strip()) for s in rec.transcript], dtype=bool)
@@ -231,9 +249,39 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         batch["labelled_total"] = torch.tensor(items[0].labelled_total)
         if "video" in self.modalities:
             batch["frames"] = torch.stack([p["frames"] for p in parts])
-        if "text" in self.modalities:
+        if "text" in self.modalities and not self.text_cells:
             batch |= self.tokenize_windows([p["sentences"] for p in parts])
+        if self.text_cells:
+            batch |= self.tokenize_cells([p["cells"] for p in parts])
+            batch["query_pos"] = torch.tensor([p["query_pos"] for p in parts])
         return batch
+
+    def _tokenize(self, texts: list[str], order: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        ids, masks = [], []
+        for c in range(0, len(order), self.text_chunk):
+            chunk = [texts[u] for u in order[c:c + self.text_chunk]]
+            tokens = self.tokenizer(chunk, padding=True, truncation=True, max_length=self.text_encoder.max_length,
+                                    return_tensors="pt")
+            ids.append(tokens["input_ids"])
+            masks.append(tokens["attention_mask"])
+        return ids, masks
+
+    def tokenize_cells(self, windows: Sequence[Sequence[tuple[str, int]]]) -> dict[str, Any]:
+        """The batch's distinct non-silent cells, tokenised in chunks sorted by length; cell_index [B, M] is
+        each window cell's row among them (-1: a silent cell, zero as in the bank; padding is cell_mask False)."""
+        distinct = sorted({c for w in windows for c in w if self.cell_texts[c[0]][c[1]].strip()})
+        texts = [self.cell_texts[v][j] for v, j in distinct]
+        order = sorted(range(len(texts)), key=lambda u: len(texts[u]))
+        position = {distinct[u]: p for p, u in enumerate(order)}
+        m = max(len(w) for w in windows)
+        index = torch.full((len(windows), m), -1, dtype=torch.long)
+        mask = torch.zeros(len(windows), m, dtype=torch.bool)
+        for b, w in enumerate(windows):
+            mask[b, :len(w)] = True
+            for j, c in enumerate(w):
+                index[b, j] = position.get(c, -1)
+        ids, masks = self._tokenize(texts, order)
+        return {"cell_text_ids": ids, "cell_text_mask": masks, "cell_index": index, "cell_mask": mask}
 
     def tokenize_windows(self, windows: Sequence[Sequence[tuple[str, int]]]) -> dict[str, Any]:
         """The distinct sentences of the batch's windows, tokenised in chunks sorted by length (little padding),
@@ -246,13 +294,7 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         for b, w in enumerate(windows):
             for s in w:
                 weight[b, position[s]] = 1.0
-        ids, masks = [], []
-        max_length = self.text_encoder.max_length
-        for c in range(0, len(order), self.text_chunk):
-            chunk = [texts[u] for u in order[c:c + self.text_chunk]]
-            tokens = self.tokenizer(chunk, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-            ids.append(tokens["input_ids"])
-            masks.append(tokens["attention_mask"])
+        ids, masks = self._tokenize(texts, order)
         return {"text_ids": ids, "text_mask": masks, "text_weight": weight}
 
     def state_dict(self) -> dict[str, int]:

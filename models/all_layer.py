@@ -15,6 +15,8 @@ starts from exactly the frozen encoders' window features. Loss and Irrelevant ar
 `AllLayerModule` adds the paper's optimiser: AdamW (weight decay on matrices only, not on biases and norms,
 as CLIP fine-tuning does), an lr per tower, linear warm-up over the first `warmup_fraction` of the optimiser
 steps then cosine decay (transformers' get_cosine_schedule_with_warmup), stepped every optimiser step.
+Under an LFB head (`lfb=avg|cat`, text only), the text tower encodes every k-second cell of the window and the
+head aggregates them as models/heads.py's LFB Avg / Cat do; G is trained with its own lr (`lfb_lr`).
 Memory options: freeze the first N blocks of a tower (and everything before them), activation checkpointing;
 trainer.precision=bf16-mixed and trainer.accumulate_grad_batches come from Lightning.
 """
@@ -75,10 +77,22 @@ class TrainableTowers(nn.Module):
     takes_encoders = True  # spacewalk/training/step_recognition_build.py passes the run's encoders
 
     def __init__(self, dim: int, modalities: str, video_encoder=None, text_encoder=None, video_freeze_blocks: int = 0,
-                 text_freeze_blocks: int = 0, activation_checkpointing: bool = False):
+                 text_freeze_blocks: int = 0, activation_checkpointing: bool = False, lfb: str | None = None,
+                 lfb_options: dict | None = None):
+        """`lfb`: None (the window feature) or "avg" / "cat": the text tower encodes each k-second cell of the
+        window (its joined sentences, as the bank does) and that LFB head (models/heads.py, `lfb_options` its
+        arguments) aggregates them; text only (the DataModule's text_cells)."""
         super().__init__()
         self.modalities = modalities
-        self.video = self.text = None
+        self.video = self.text = self.lfb = None
+        if lfb is not None:
+            from models.heads import LFBAvg, LFBCat
+
+            heads = {"avg": LFBAvg, "cat": LFBCat}
+            if lfb not in heads or modalities != "text":
+                raise ValueError(f"lfb must be one of {tuple(heads)} with modalities=text, got {lfb!r} with "
+                                 f"{modalities!r}")
+            self.lfb = heads[lfb](dim, **(lfb_options or {}))
         if "video" in modalities:
             if video_encoder is None or not hasattr(video_encoder, "model"):
                 raise ValueError("modalities with video need a trainable video encoder (an open_clip model)")
@@ -106,18 +120,34 @@ class TrainableTowers(nn.Module):
         per_frame = F.normalize(self.video(frames.flatten(0, 1)), dim=-1).view(b, k, -1)
         return F.normalize(per_frame.mean(1), dim=-1)
 
-    def text_feature(self, ids: list[torch.Tensor], masks: list[torch.Tensor], weight: torch.Tensor) -> torch.Tensor:
+    def encode_texts(self, ids: list[torch.Tensor], masks: list[torch.Tensor]) -> torch.Tensor:
+        """[U, Dt] unit rows: mean pooling over tokens, as sentence-transformers does for MiniLM."""
         rows = []
         for chunk_ids, mask in zip(ids, masks):
             hidden = self.text(input_ids=chunk_ids, attention_mask=mask).last_hidden_state
             m = mask[..., None].to(hidden.dtype)
             rows.append(F.normalize((hidden * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1))
-        if not rows:  # no speech in any window of the batch: zero features (the paper's empty transcript)
+        if not rows:
+            return torch.zeros(0, self.text.config.hidden_size, device=self.text.device)
+        return torch.cat(rows).float()
+
+    def text_feature(self, ids: list[torch.Tensor], masks: list[torch.Tensor], weight: torch.Tensor) -> torch.Tensor:
+        sentences = self.encode_texts(ids, masks)
+        if not len(sentences):  # no speech in any window of the batch: zero features (the paper's empty transcript)
             return weight.new_zeros(weight.shape[0], self.text.config.hidden_size)
-        sentences = torch.cat(rows).float()
         return F.normalize(weight.to(sentences.dtype) @ sentences, dim=-1)
 
+    def text_cells(self, batch: Batch) -> torch.Tensor:
+        """[B, M, 2 Dt]: the window's cells in the bank's text layout [t, t]; a silent cell is zero."""
+        rows = self.encode_texts(batch["cell_text_ids"], batch["cell_text_mask"])
+        rows = torch.cat([rows.new_zeros(1, self.text.config.hidden_size), rows])
+        cells = rows[batch["cell_index"] + 1]
+        return torch.cat([cells, cells], dim=-1)
+
     def forward(self, batch: Batch) -> torch.Tensor:
+        if self.lfb is not None:
+            return self.lfb({"cells": self.text_cells(batch), "cell_mask": batch["cell_mask"],
+                             "query_pos": batch["query_pos"]})
         blocks = []
         if self.video is not None:
             blocks.append(self.video_feature(batch["frames"]))
@@ -129,9 +159,10 @@ class TrainableTowers(nn.Module):
 
 class AllLayerModule(StepRecognitionModule):
     def __init__(self, head: TrainableTowers, optimizer: Callable[..., torch.optim.Optimizer] | None = None,
-                 video_lr: float | None = None, text_lr: float | None = None, warmup_fraction: float = 0.1,
-                 **kwargs):
-        """`optimizer`: a partial (conf/optimizer/adamw.yaml); `video_lr` / `text_lr` override its lr per tower."""
+                 video_lr: float | None = None, text_lr: float | None = None, lfb_lr: float | None = None,
+                 warmup_fraction: float = 0.1, **kwargs):
+        """`optimizer`: a partial (conf/optimizer/adamw.yaml); `video_lr` / `text_lr` / `lfb_lr` override its lr
+        for each tower and for an LFB head's G."""
         kwargs.pop("scheduler", None)
         super().__init__(head, optimizer=optimizer, **kwargs)
         if not 0 <= warmup_fraction < 1:
@@ -141,7 +172,8 @@ class AllLayerModule(StepRecognitionModule):
         from transformers import get_cosine_schedule_with_warmup
 
         groups = []
-        for name, lr in (("video", self.hparams.video_lr), ("text", self.hparams.text_lr)):
+        for name, lr in (("video", self.hparams.video_lr), ("text", self.hparams.text_lr),
+                         ("lfb", self.hparams.lfb_lr)):
             tower = getattr(self.head, name)
             if tower is None:
                 continue

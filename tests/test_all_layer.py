@@ -183,3 +183,28 @@ def test_the_recipe_and_the_paper_settings_compose():
     assert (paper.model.video_lr, paper.model.text_lr, paper.model.optimizer.lr) == (None, None, 4e-6)
     # the other recipes keep Adam
     assert compose_train("model=lfb_avg").model.optimizer._target_ == "torch.optim.Adam"
+
+
+@pytest.mark.parametrize("lfb", ["avg", "cat"])
+def test_text_tower_under_an_lfb_head_starts_from_the_frozen_lfb_head(root, tmp_path, minilm, lfb):
+    # the tower's cells equal the bank's cell_text, so the composed head equals the frozen LFB head on the bank
+    from models.heads import LFBAvg, LFBCat
+
+    dm = make(root, tmp_path / "bank", "text", minilm, batch_size=4, eval_batch_size=20, text_cells=lfb)
+    frozen = StepRecognitionDataModule(Spacewalk18(root), tmp_path / "bank", text_encoder=minilm, bank_config=BANK,
+                                       context_seconds=60.0, modalities="text", cells=True, batch_size=20,
+                                       eval_batch_size=20)
+    frozen.setup()
+    batch, bank_batch = next(iter(dm.loader("val"))), next(iter(frozen.loader("val")))
+    assert "text_ids" not in batch and torch.equal(batch["cell_mask"], bank_batch["cell_mask"])
+    assert torch.equal(batch["query_pos"], bank_batch["query_pos"])
+    head = TrainableTowers(dm.feature_dim, "text", text_encoder=minilm, lfb=lfb).eval()
+    reference = {"avg": LFBAvg, "cat": LFBCat}[lfb](dm.feature_dim)
+    reference.load_state_dict(head.lfb.state_dict())
+    with torch.no_grad():
+        cells = head.text_cells(batch)
+        torch.testing.assert_close(cells[batch["cell_mask"]], bank_batch["cells"][bank_batch["cell_mask"]],
+                                   atol=2e-3, rtol=0)
+        torch.testing.assert_close(head(batch), reference(bank_batch), atol=3e-3, rtol=0)
+    with pytest.raises(ValueError, match="modalities=text"):
+        make(root, tmp_path / "bank", "video+text", minilm, tiny_clip(), text_cells=True)
