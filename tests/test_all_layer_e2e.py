@@ -87,11 +87,14 @@ def test_two_process_ddp_equals_one_process(straight):
     assert same >= 0.99 * sum(len(pa[v]) for v in pa)
 
 
-def test_the_trainable_text_tower_runs_end_to_end(tmp_path):
+@pytest.mark.parametrize("lfb", ["null", "cat"])
+def test_the_trainable_text_tower_runs_end_to_end(tmp_path, lfb):
     run_dir = tmp_path / "text"
-    run("train.py", tmp_path, "model=all_layer", "modalities=text", "context=1min", "logger=csv", "plots=false",
-        f"hydra.run.dir={run_dir}")  # test_train_e2e's tiny data: 2 train recordings of 200 samples
+    run("train.py", tmp_path, "model=all_layer", "modalities=text", "context=1min", f"model.head.lfb={lfb}",
+        "logger=csv", "plots=false", f"hydra.run.dir={run_dir}")  # test_train_e2e's tiny data: 2 x 200 samples
     m = metrics(run_dir)
     assert m["model"] == "TrainableTowers" and m["best_val_loss"] is not None
+    config = (run_dir / "config.resolved.yaml").read_text()
+    assert f"text_cells: {lfb}" in config
     official = official_scores(tmp_path / "synthetic", "test", run_dir / "predictions.json")
     assert {k: m[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
