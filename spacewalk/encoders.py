@@ -304,6 +304,7 @@ def open_clip_video_encoder(model_name: str = "ViT-B-32", pretrained: str | None
         weights = f"random(seed={int(init_seed)})"
     if model_cfg:
         weights += f", model_cfg={_config_digest(model_cfg)}"
+
     def create():
         return open_clip.create_model(model_name, pretrained=None if schema else pretrained,
                                       pretrained_image=False, pretrained_text=False, **kwargs)
