@@ -274,7 +274,8 @@ class OpenClipVideoEncoder:
 
 def open_clip_video_encoder(model_name: str = "ViT-B-32", pretrained: str | None = None, device: str = "cpu",
                             batch_size: int = 64, num_frames: int = DEFAULT_IMAGE_MODEL_FRAMES,
-                            random_init: bool = False, model_cfg: dict | None = None) -> OpenClipVideoEncoder:
+                            random_init: bool = False, model_cfg: dict | None = None,
+                            init_seed: int | None = None) -> OpenClipVideoEncoder:
     """model_name: an open_clip architecture ("ViT-B-32", "EVA02-B-16", ...) or "hf-hub:org/repo" /
     "local-dir:/path" (which carry their own weights; `pretrained` is then ignored).
     pretrained: an open_clip tag ("openai", "laion2b_s34b_b79k", ...; open_clip downloads it into its cache on
@@ -282,7 +283,9 @@ def open_clip_video_encoder(model_name: str = "ViT-B-32", pretrained: str | None
     the architecture (a tag sets it by itself).
     A missing `pretrained` is an error unless `random_init=True`: a bank of random features is never wanted
     by accident. `model_cfg` overrides the architecture's config (embed_dim, vision_cfg, text_cfg), for tiny
-    test models. num_frames: frames sampled per clip by callers (image models have no pre-training count)."""
+    test models. num_frames: frames sampled per clip by callers (image models have no pre-training count).
+    init_seed: a random model's weights drawn from this seed (and named by it), not from the global generator,
+    so that a feature bank built with it and a run's trainable copy of it (all-layer) are the same network."""
     import open_clip
 
     schema, identifier = open_clip.factory.parse_model_name(model_name)
@@ -297,10 +300,21 @@ def open_clip_video_encoder(model_name: str = "ViT-B-32", pretrained: str | None
         weights = pretrained if tag else _weights_name(pretrained)
     else:
         weights = f"{schema}:{_weights_name(identifier)}" if schema else "random"
+    if init_seed is not None and weights == "random":
+        weights = f"random(seed={int(init_seed)})"
     if model_cfg:
         weights += f", model_cfg={_config_digest(model_cfg)}"
-    model = open_clip.create_model(model_name, pretrained=None if schema else pretrained,
-                                   pretrained_image=False, pretrained_text=False, **kwargs)
+
+    def create():
+        return open_clip.create_model(model_name, pretrained=None if schema else pretrained,
+                                      pretrained_image=False, pretrained_text=False, **kwargs)
+
+    if init_seed is None:
+        model = create()
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(init_seed))
+            model = create()
     return OpenClipVideoEncoder(model, model_name, weights, resolve_device(device), batch_size, num_frames)
 
 

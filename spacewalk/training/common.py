@@ -50,7 +50,9 @@ def resume_path(cfg: DictConfig) -> str | None:
 
 def best_checkpoint(trainer: pl.Trainer) -> tuple[str | None, float | None]:
     """The checkpoint ModelCheckpoint kept (best val/loss) and its score; (None, None) without one."""
-    checkpoint = trainer.checkpoint_callback
+    # the callback that monitors (a recipe may add one that only writes last.ckpt every N steps: all_layer)
+    monitoring = [c for c in trainer.checkpoint_callbacks if getattr(c, "monitor", None)]
+    checkpoint = monitoring[0] if monitoring else trainer.checkpoint_callback
     best = checkpoint.best_model_path if checkpoint is not None else ""
     return (best, float(checkpoint.best_model_score)) if best else (None, None)
 

@@ -98,7 +98,7 @@ def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids) ->
 
     run_cfg = load_run_config(Path(ckpt), str(output_dir))
     datamodule = build_datamodule(run_cfg)
-    model = build_model(run_cfg, datamodule.feature_dim, None)
+    model = build_model(run_cfg, datamodule.feature_dim, None, datamodule)
     trainer = pl.Trainer(accelerator=run_cfg.trainer.accelerator, devices=1, logger=False, callbacks=[],
                          enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
                          precision=run_cfg.trainer.get("precision", "32-true"))

@@ -76,7 +76,7 @@ def _is_lightning_recipe(cfg: DictConfig) -> bool:
 
 def _fit_or_validate_then_test(cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
     datamodule = build_datamodule(cfg)
-    model = build_model(cfg, datamodule.feature_dim, str(output_dir))
+    model = build_model(cfg, datamodule.feature_dim, str(output_dir), datamodule)
     trainable = any(p.requires_grad for p in model.parameters())
     if trainable and not training:
         raise ValueError(f"this recipe ({type(model.head).__name__} head) is trained: run train.py, or re-test one of "
@@ -180,7 +180,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_cfg: DictConfig, ckpt: Path) -> dic
         run_cfg.plots = cfg.get("plots", True)
     output_dir = Path(cfg.paths.output_dir)
     datamodule = build_datamodule(run_cfg)
-    model = build_model(run_cfg, datamodule.feature_dim, str(output_dir))
+    model = build_model(run_cfg, datamodule.feature_dim, str(output_dir), datamodule)
     trainer = eval_trainer(run_cfg, output_dir)
     trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt))
     results = {"test": dict(model.test_results or {})}

@@ -22,7 +22,9 @@ def head_reads_cells(cfg: DictConfig) -> bool:
 
 def build_datamodule(cfg: DictConfig):
     dataset = hydra.utils.instantiate(cfg.data)
-    text = hydra.utils.instantiate(cfg.encoder.text) if cfg.encoder.get("text") and "text" in cfg.modalities else None
+    # the bank encodes every recording's text whatever the modalities (its meta names the text encoder), so
+    # modalities=video needs the text encoder too
+    text = hydra.utils.instantiate(cfg.encoder.text) if cfg.encoder.get("text") else None
     video = (hydra.utils.instantiate(cfg.encoder.video)
              if cfg.encoder.get("video") and "video" in cfg.modalities else None)
     # datamodule.cells: null (the default) = what the head reads
@@ -32,10 +34,20 @@ def build_datamodule(cfg: DictConfig):
                                    _recursive_=False, _convert_="all")
 
 
-def build_model(cfg: DictConfig, feature_dim: int, output_dir: str | None):
+def build_model(cfg: DictConfig, feature_dim: int, output_dir: str | None, datamodule=None):
+    """The recipe's LightningModule; a head that trains the encoders themselves (`takes_encoders`, all-layer)
+    gets trainable copies of the DataModule's encoders."""
     model_cfg = cfg.model.copy()
     with open_dict(model_cfg):
         model_cfg.head.dim = feature_dim  # known from the DataModule's encoders
-    model = hydra.utils.instantiate(model_cfg)
+    head_class = hydra.utils.get_class(model_cfg.head._target_) if model_cfg.get("head") else None
+    if getattr(head_class, "takes_encoders", False):
+        if datamodule is None:
+            raise ValueError(f"{head_class.__name__} trains the encoders: build_model needs the DataModule")
+        head = hydra.utils.instantiate(model_cfg.head, video_encoder=datamodule.video_encoder,
+                                       text_encoder=datamodule.text_encoder)
+        model = hydra.utils.instantiate(model_cfg, head=head)
+    else:
+        model = hydra.utils.instantiate(model_cfg)
     model.output_dir = output_dir
     return model

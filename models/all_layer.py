@@ -1,0 +1,191 @@
+"""All-layer fine-tuning (BENCHMARKS 1.5): the encoders themselves learn, against frozen step features.
+
+`TrainableTowers` is a head (models/heads.py's contract: batch -> [B, D] in step-feature space) that owns
+trainable copies of the run's encoders and reads the encoders' inputs the DataModule decodes and tokenises
+(datamodules/encoder_inputs.py) instead of bank features:
+  video  frames [B, k, 3, S, S] -> each frame through the image tower, unit rows, mean over the k frames,
+         unit row (how the frozen open_clip encoder pools a clip: spacewalk.encoders.OpenClipVideoEncoder)
+  text   the window's sentences through the text tower (MiniLM: mean pooling over tokens, unit rows), their
+         mean over the window, unit row (the frozen recipes' text_pool=mean)
+in the bank's layout [v], [t, t] or [v, t, t], so the step features of the animations and step texts (frozen,
+from the feature bank: the encoders' own initial weights) are compared as in every recipe, and the model
+starts from exactly the frozen encoders' window features. Loss and Irrelevant are the last-layer recipe's
+(models/step_recognition.py: cross-entropy over steps 1..K, tau fitted on val).
+
+`AllLayerModule` adds the paper's optimiser: AdamW (weight decay on matrices only, not on biases and norms,
+as CLIP fine-tuning does), an lr per tower, linear warm-up over the first `warmup_fraction` of the optimiser
+steps then cosine decay (transformers' get_cosine_schedule_with_warmup), stepped every optimiser step.
+Under an LFB head (`lfb=avg|cat`, text only), the text tower encodes every k-second cell of the window and the
+head aggregates them as models/heads.py's LFB Avg / Cat do; G is trained with its own lr (`lfb_lr`).
+Memory options: freeze the first N blocks of a tower (and everything before them), activation checkpointing;
+trainer.precision=bf16-mixed and trainer.accumulate_grad_batches come from Lightning.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.step_recognition import StepRecognitionModule
+
+Batch = dict[str, Any]
+
+
+def _blocks(tower: nn.Module) -> nn.ModuleList:
+    """The transformer blocks of an open_clip image tower (its own ViT or a timm trunk) or a BERT-like model."""
+    for path in ("transformer.resblocks", "trunk.blocks", "encoder.layer"):
+        module = tower
+        try:
+            for name in path.split("."):
+                module = getattr(module, name)
+        except AttributeError:
+            continue
+        return module
+    raise ValueError(f"cannot find the transformer blocks of {type(tower).__name__} to freeze")
+
+
+def freeze_first_blocks(tower: nn.Module, n: int) -> None:
+    """Freeze the first n blocks and every parameter that runs before them (patch/token embeddings)."""
+    if n <= 0:
+        return
+    blocks = _blocks(tower)
+    if n > len(blocks):
+        raise ValueError(f"cannot freeze {n} blocks of a tower with {len(blocks)}")
+    later = {id(p) for block in blocks[n:] for p in block.parameters()}
+    in_blocks = {id(p) for block in blocks for p in block.parameters()}
+    before = [p for name, p in tower.named_parameters() if id(p) not in in_blocks and _runs_before_blocks(name)]
+    for p in [p for block in blocks[:n] for p in block.parameters()] + before:
+        if id(p) not in later:
+            p.requires_grad_(False)
+
+
+def _runs_before_blocks(name: str) -> bool:
+    # open_clip ViT: conv1, class_embedding, positional_embedding, ln_pre; timm: patch_embed, cls_token,
+    # pos_embed; BERT: embeddings.*
+    return name.split(".")[0] in {"conv1", "class_embedding", "positional_embedding", "ln_pre", "patch_embed",
+                                  "cls_token", "pos_embed", "embeddings"} or name.startswith("trunk.patch_embed") \
+        or name.startswith("trunk.cls_token") or name.startswith("trunk.pos_embed")
+
+
+class TrainableTowers(nn.Module):
+    reads_cells = False
+    takes_encoders = True  # spacewalk/training/step_recognition_build.py passes the run's encoders
+
+    def __init__(self, dim: int, modalities: str, video_encoder=None, text_encoder=None, video_freeze_blocks: int = 0,
+                 text_freeze_blocks: int = 0, activation_checkpointing: bool = False, lfb: str | None = None,
+                 lfb_options: dict | None = None):
+        """`lfb`: None (the window feature) or "avg" / "cat": the text tower encodes each k-second cell of the
+        window (its joined sentences, as the bank does) and that LFB head (models/heads.py, `lfb_options` its
+        arguments) aggregates them; text only (the DataModule's text_cells)."""
+        super().__init__()
+        self.modalities = modalities
+        self.video = self.text = self.lfb = None
+        if lfb is not None:
+            from models.heads import LFBAvg, LFBCat
+
+            heads = {"avg": LFBAvg, "cat": LFBCat}
+            if lfb not in heads or modalities != "text":
+                raise ValueError(f"lfb must be one of {tuple(heads)} with modalities=text, got {lfb!r} with "
+                                 f"{modalities!r}")
+            self.lfb = heads[lfb](dim, **(lfb_options or {}))
+        if "video" in modalities:
+            if video_encoder is None or not hasattr(video_encoder, "model"):
+                raise ValueError("modalities with video need a trainable video encoder (an open_clip model)")
+            self.video = copy.deepcopy(video_encoder.model.visual).train().requires_grad_(True)
+            freeze_first_blocks(self.video, video_freeze_blocks)
+            if activation_checkpointing:
+                self.video.set_grad_checkpointing(True)
+        if "text" in modalities:
+            if text_encoder is None or not hasattr(text_encoder, "model"):
+                raise ValueError("modalities with text need a sentence-transformers text encoder (MiniLM)")
+            self.text = copy.deepcopy(text_encoder.model[0].auto_model).train().requires_grad_(True)
+            if getattr(self.text, "pooler", None) is not None:
+                # mean pooling never reads BERT's pooler: frozen, so DDP does not wait for its gradients
+                self.text.pooler.requires_grad_(False)
+            freeze_first_blocks(self.text, text_freeze_blocks)
+            if activation_checkpointing:
+                self.text.gradient_checkpointing_enable()
+        width = (self.video.output_dim if self.video is not None else 0) + \
+            (2 * self.text.config.hidden_size if self.text is not None else 0)
+        if width != dim:
+            raise ValueError(f"the towers give {width}-d features but the step features are {dim}-d")
+
+    def video_feature(self, frames: torch.Tensor) -> torch.Tensor:
+        b, k = frames.shape[:2]
+        per_frame = F.normalize(self.video(frames.flatten(0, 1)), dim=-1).view(b, k, -1)
+        return F.normalize(per_frame.mean(1), dim=-1)
+
+    def encode_texts(self, ids: list[torch.Tensor], masks: list[torch.Tensor]) -> torch.Tensor:
+        """[U, Dt] unit rows: mean pooling over tokens, as sentence-transformers does for MiniLM."""
+        rows = []
+        for chunk_ids, mask in zip(ids, masks):
+            hidden = self.text(input_ids=chunk_ids, attention_mask=mask).last_hidden_state
+            m = mask[..., None].to(hidden.dtype)
+            rows.append(F.normalize((hidden * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1))
+        if not rows:
+            return torch.zeros(0, self.text.config.hidden_size, device=self.text.device)
+        return torch.cat(rows).float()
+
+    def text_feature(self, ids: list[torch.Tensor], masks: list[torch.Tensor], weight: torch.Tensor) -> torch.Tensor:
+        sentences = self.encode_texts(ids, masks)
+        if not len(sentences):  # no speech in any window of the batch: zero features (the paper's empty transcript)
+            return weight.new_zeros(weight.shape[0], self.text.config.hidden_size)
+        return F.normalize(weight.to(sentences.dtype) @ sentences, dim=-1)
+
+    def text_cells(self, batch: Batch) -> torch.Tensor:
+        """[B, M, 2 Dt]: the window's cells in the bank's text layout [t, t]; a silent cell is zero."""
+        rows = self.encode_texts(batch["cell_text_ids"], batch["cell_text_mask"])
+        rows = torch.cat([rows.new_zeros(1, self.text.config.hidden_size), rows])
+        cells = rows[batch["cell_index"] + 1]
+        return torch.cat([cells, cells], dim=-1)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        if self.lfb is not None:
+            return self.lfb({"cells": self.text_cells(batch), "cell_mask": batch["cell_mask"],
+                             "query_pos": batch["query_pos"]})
+        blocks = []
+        if self.video is not None:
+            blocks.append(self.video_feature(batch["frames"]))
+        if self.text is not None:
+            t = self.text_feature(batch["text_ids"], batch["text_mask"], batch["text_weight"])
+            blocks += [t, t]
+        return torch.cat([b.float() for b in blocks], dim=-1)
+
+
+class AllLayerModule(StepRecognitionModule):
+    def __init__(self, head: TrainableTowers, optimizer: Callable[..., torch.optim.Optimizer] | None = None,
+                 video_lr: float | None = None, text_lr: float | None = None, lfb_lr: float | None = None,
+                 warmup_fraction: float = 0.1, **kwargs):
+        """`optimizer`: a partial (conf/optimizer/adamw.yaml); `video_lr` / `text_lr` / `lfb_lr` override its lr
+        for each tower and for an LFB head's G."""
+        kwargs.pop("scheduler", None)
+        super().__init__(head, optimizer=optimizer, **kwargs)
+        if not 0 <= warmup_fraction < 1:
+            raise ValueError(f"warmup_fraction must lie in [0, 1), got {warmup_fraction}")
+
+    def configure_optimizers(self) -> Any:
+        from transformers import get_cosine_schedule_with_warmup
+
+        groups = []
+        for name, lr in (("video", self.hparams.video_lr), ("text", self.hparams.text_lr),
+                         ("lfb", self.hparams.lfb_lr)):
+            tower = getattr(self.head, name)
+            if tower is None:
+                continue
+            params = [p for p in tower.parameters() if p.requires_grad]
+            extra = {} if lr is None else {"lr": lr}
+            groups += [{"params": [p for p in params if p.ndim >= 2], **extra},
+                       {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0, **extra}]
+        groups = [g for g in groups if g["params"]]
+        if not groups:
+            raise ValueError("all-layer: every parameter is frozen")
+        optimizer = self.optimizer_factory(params=groups)
+        total = int(self.trainer.estimated_stepping_batches)
+        warmup = math.ceil(self.hparams.warmup_fraction * total)
+        scheduler = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=warmup, num_training_steps=total)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}

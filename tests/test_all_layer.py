@@ -1,0 +1,210 @@
+"""All-layer fine-tuning: the encoder-inputs DataModule (decoding in the loop) and the trainable towers."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from datamodules.encoder_inputs import EncoderInputsDataModule, Item
+from datamodules.step_recognition import StepRecognitionDataModule
+from models.all_layer import AllLayerModule, TrainableTowers, freeze_first_blocks
+from spacewalk import encoders
+from spacewalk.errors import DataError
+from spacewalk.spacewalk18.dataset import Spacewalk18
+from spacewalk.spacewalk18.synthetic import ensure_dataset
+from spacewalk.video import open_video, sparse_timestamps
+
+SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
+                 retrieval_samples_per_video=10, questions_per_video=2, progress=False)
+BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
+TINY_CLIP = dict(embed_dim=16, vision_cfg=dict(image_size=32, layers=2, width=32, head_width=16, patch_size=16),
+                 text_cfg=dict(context_length=16, vocab_size=49408, width=16, heads=2, layers=1))
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=0, **SYNTHETIC)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return encoders.minilm_text_encoder(device="cpu")
+
+
+def tiny_clip():
+    return encoders.open_clip_video_encoder("ViT-B-32", random_init=True, init_seed=0, model_cfg=TINY_CLIP,
+                                            num_frames=4)
+
+
+def make(root, bank_dir, modalities, text, video=None, **kw):
+    dm = EncoderInputsDataModule(Spacewalk18(root), bank_dir, text_encoder=text, video_encoder=video,
+                                 bank_config=BANK, context_seconds=60.0, modalities=modalities, **kw)
+    dm.setup()
+    return dm
+
+
+def test_text_tower_starts_from_the_frozen_window_feature(root, tmp_path, minilm):
+    # eval windows read every sentence: at init the tower's feature is the bank recipes' text_pool=mean feature
+    dm = make(root, tmp_path / "bank", "text", minilm, batch_size=4, eval_batch_size=25)
+    frozen = StepRecognitionDataModule(Spacewalk18(root), tmp_path / "bank", text_encoder=minilm, bank_config=BANK,
+                                       context_seconds=60.0, modalities="text", cells=False)
+    frozen.setup()
+    batch = next(iter(dm.loader("val")))
+    assert "clip" not in batch and batch["text_weight"].shape[0] == 25
+    head = TrainableTowers(dm.feature_dim, "text", text_encoder=minilm).eval()  # no dropout
+    with torch.no_grad():
+        out = head(batch).numpy()
+    np.testing.assert_allclose(out, frozen.splits["val"].clip[:25], atol=2e-3)  # the bank stores float16
+
+
+def test_video_tower_starts_from_the_frozen_encoder_and_frames_follow_the_window(root, tmp_path, minilm):
+    video = tiny_clip()
+    dm = make(root, tmp_path / "bank", "video", minilm, video, batch_size=3, eval_batch_size=5)
+    batch = next(iter(dm.loader("test")))
+    assert batch["frames"].shape == (5, 4, 3, 32, 32)
+    head = TrainableTowers(dm.feature_dim, "video", video_encoder=video).eval()
+    with torch.no_grad():
+        out = head(batch).numpy()
+    # the same 4 frames, decoded here with the encoder's own inference path
+    ds, video_id = dm.dataset, dm.video_ids["test"][0]
+    rec, w = ds.recordings[video_id], dm.windows["test"]
+    with open_video(rec.video_path) as reader:
+        clips = [reader.frames_at(sparse_timestamps(w.start[i], w.end[i], 4)) for i in range(5)]
+    np.testing.assert_allclose(out, video.encode(clips), atol=1e-5)
+
+
+def test_samples_are_deterministic_and_two_processes_share_one_global_batch(root, tmp_path, minilm):
+    dm = make(root, tmp_path / "bank", "video+text", minilm, tiny_clip(), batch_size=6, max_sentences=2)
+    dm.trainer = None
+    one = next(iter(dm._loader("train", shuffle=True)))
+    again = next(iter(dm._loader("train", shuffle=True)))
+    for key in ("sample_id", "frames", "text_weight"):
+        assert torch.equal(one[key], again[key])  # augmentations and sentence draws from (seed, epoch, sample)
+    assert (one["text_weight"].sum(1) <= 2).all()
+    loader = dm._loader("train", shuffle=True)
+    parts = []
+    for rank in (0, 1):
+        loader.batch_sampler.rank, loader.batch_sampler.world_size = rank, 2
+        parts.append(next(iter(loader)))
+    assert torch.equal(torch.cat([p["sample_id"] for p in parts]), one["sample_id"])
+    assert torch.equal(torch.cat([p["frames"] for p in parts]), one["frames"])
+    assert parts[0]["labelled_total"] == parts[1]["labelled_total"] == one["labelled_total"]
+    # another epoch: another order and other augmentation draws
+    loader.batch_sampler.rank, loader.batch_sampler.world_size = 0, 1
+    loader.batch_sampler.sampler.set_epoch(1)
+    assert not torch.equal(next(iter(loader))["sample_id"], one["sample_id"])
+
+
+def test_workers_decode_the_same_batches(root, tmp_path, minilm):
+    dm = make(root, tmp_path / "bank", "video", minilm, tiny_clip(), batch_size=8)
+    dm.trainer = None
+    serial = list(dm._loader("train", shuffle=True))
+    dm.num_workers = 2
+    parallel = list(dm._loader("train", shuffle=True))
+    assert len(serial) == len(parallel)
+    for a, b in zip(serial, parallel):
+        assert torch.equal(a["frames"], b["frames"]) and torch.equal(a["label"], b["label"])
+
+
+def test_resumed_loader_skips_the_finished_batches(root, tmp_path, minilm):
+    dm = make(root, tmp_path / "bank", "text", minilm, batch_size=7)
+    dm.trainer = None
+    loader = dm._loader("train", shuffle=True)
+    loader.batch_sampler.sampler.set_epoch(3)
+    full = [b["sample_id"] for b in loader]
+    dm.load_state_dict({"epoch": 3, "batches_done": 2})
+    assert [b["sample_id"] for b in loader][0].equal(full[2])
+    assert len(list(loader)) == len(full)  # the skip applies once, to that epoch
+
+
+def test_a_frame_that_fails_to_decode_names_the_file_and_the_time(root, tmp_path, minilm):
+    broken = tmp_path / "broken"
+    shutil.copytree(root, broken)
+    dm = make(broken, tmp_path / "bank", "video", minilm, tiny_clip(), batch_size=2)
+    video_id = dm.video_ids["val"][0]
+    path = dm.dataset.recordings[video_id].video_path
+    path.write_bytes(path.read_bytes()[:2000])  # truncated after the bank was built
+    with pytest.raises(DataError, match=rf"{video_id}.*frames at \[.*\] s .*{path.name}"):
+        next(iter(dm.loader("val")))
+
+
+def test_freezing_blocks_and_the_optimiser_groups(minilm):
+    video = tiny_clip()
+    head = TrainableTowers(16 + 2 * 384, "video+text", video_encoder=video, text_encoder=minilm,
+                           video_freeze_blocks=1, text_freeze_blocks=5)
+    assert not any(p.requires_grad for p in head.video.transformer.resblocks[0].parameters())
+    assert all(p.requires_grad for p in head.video.transformer.resblocks[1].parameters())
+    assert not head.video.conv1.weight.requires_grad and head.video.proj.requires_grad
+    assert not any(p.requires_grad for p in head.text.embeddings.parameters())
+    assert not any(p.requires_grad for p in head.text.encoder.layer[4].parameters())
+    assert all(p.requires_grad for p in head.text.encoder.layer[5].parameters())
+    with pytest.raises(ValueError, match="freeze 9 blocks"):
+        freeze_first_blocks(head.video, 9)
+    # the frozen encoders are untouched by the copies
+    assert not any(p.requires_grad for p in video.model.parameters())
+
+
+def test_warm_up_then_cosine_per_step(minilm):
+    from functools import partial
+
+    module = AllLayerModule(TrainableTowers(768, "text", text_encoder=minilm),
+                            optimizer=partial(torch.optim.AdamW, lr=4e-6, weight_decay=0.2), text_lr=1e-5)
+
+    class Trainer:
+        estimated_stepping_batches = 20
+
+    module._trainer = Trainer()
+    config = module.configure_optimizers()
+    optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
+    assert config["lr_scheduler"]["interval"] == "step"
+    assert {g["weight_decay"] for g in optimizer.param_groups} == {0.2, 0.0}
+    lrs = []
+    for _ in range(20):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs[0] == 0.0 and lrs[2] == pytest.approx(1e-5) and lrs[-1] < 1e-6  # 2 warm-up steps (10 %)
+
+
+def test_the_recipe_and_the_paper_settings_compose():
+    from test_configs import compose_train
+
+    cfg = compose_train("model=all_layer", "modalities=text")
+    assert cfg.model._target_ == "models.all_layer.AllLayerModule"
+    assert cfg.datamodule._target_ == "datamodules.encoder_inputs.EncoderInputsDataModule"
+    assert (cfg.model.optimizer._target_, cfg.model.optimizer.lr, cfg.model.optimizer.weight_decay) == \
+        ("torch.optim.AdamW", 4e-6, 0.2)
+    assert (cfg.datamodule.batch_size, cfg.trainer.max_epochs, cfg.model.warmup_fraction) == (16, 1, 0.1)
+    assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-3, 2e-5)  # chosen (docs/all_layer.md)
+    paper = compose_train("experiment=paper_all_layer", "modalities=text")
+    assert (paper.model.video_lr, paper.model.text_lr, paper.model.optimizer.lr) == (None, None, 4e-6)
+    # the other recipes keep Adam
+    assert compose_train("model=lfb_avg").model.optimizer._target_ == "torch.optim.Adam"
+
+
+@pytest.mark.parametrize("lfb", ["avg", "cat"])
+def test_text_tower_under_an_lfb_head_starts_from_the_frozen_lfb_head(root, tmp_path, minilm, lfb):
+    # the tower's cells equal the bank's cell_text, so the composed head equals the frozen LFB head on the bank
+    from models.heads import LFBAvg, LFBCat
+
+    dm = make(root, tmp_path / "bank", "text", minilm, batch_size=4, eval_batch_size=20, text_cells=lfb)
+    frozen = StepRecognitionDataModule(Spacewalk18(root), tmp_path / "bank", text_encoder=minilm, bank_config=BANK,
+                                       context_seconds=60.0, modalities="text", cells=True, batch_size=20,
+                                       eval_batch_size=20)
+    frozen.setup()
+    batch, bank_batch = next(iter(dm.loader("val"))), next(iter(frozen.loader("val")))
+    assert "text_ids" not in batch and torch.equal(batch["cell_mask"], bank_batch["cell_mask"])
+    assert torch.equal(batch["query_pos"], bank_batch["query_pos"])
+    head = TrainableTowers(dm.feature_dim, "text", text_encoder=minilm, lfb=lfb).eval()
+    reference = {"avg": LFBAvg, "cat": LFBCat}[lfb](dm.feature_dim)
+    reference.load_state_dict(head.lfb.state_dict())
+    with torch.no_grad():
+        cells = head.text_cells(batch)
+        torch.testing.assert_close(cells[batch["cell_mask"]], bank_batch["cells"][bank_batch["cell_mask"]],
+                                   atol=2e-3, rtol=0)
+        torch.testing.assert_close(head(batch), reference(bank_batch), atol=3e-3, rtol=0)
+    with pytest.raises(ValueError, match="modalities=text"):
+        make(root, tmp_path / "bank", "video+text", minilm, tiny_clip(), text_cells=True)
