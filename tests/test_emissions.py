@@ -99,3 +99,37 @@ def test_the_window_decoder_takes_cells_laid_out_per_window():
     laid_out = decoder.decode(rec, window_normalized(cells, first, num, "none"), samples, first, num, query,
                               settings)
     np.testing.assert_allclose(laid_out.posteriors, per_cell.posteriors)
+
+
+# ------------------------------------------------------------------------- the recipe's scores in blocks
+
+def test_a_recipes_block_products_sum_to_its_scores(tmp_path):
+    import torch
+
+    from datamodules.step_recognition import StepRecognitionDataModule
+    from models.heads import LFBCat
+    from models.step_recognition import StepRecognitionModule
+    from spacewalk.spacewalk18.dataset import Spacewalk18
+    from spacewalk.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.training.decoding import score_blocks, score_samples
+
+    from fakes import FakeText
+
+    dataset = Spacewalk18(ensure_dataset(tmp_path / "sw18", seed=0, n_train=1, n_val=1, n_test=1, minutes=(3, 4),
+                                         steps_per_video=(3, 4), samples_per_video=100,
+                                         retrieval_samples_per_video=10, questions_per_video=2, progress=False))
+    dm = StepRecognitionDataModule(dataset, tmp_path / "bank", text_encoder=FakeText(), context_seconds=60.0,
+                                   bank_config=dict(segment_seconds=12.0), eval_batch_size=33)
+    dm.setup()
+    blocks, _ = dm.layout_blocks()
+    assert blocks == [("text", 0, 8), ("text", 8, 16)]
+    torch.manual_seed(0)
+    model = StepRecognitionModule(LFBCat(16, identity_init=False), irrelevant="argmax")  # cross terms non-zero
+    products = score_blocks(model, dm, "test")
+    scores = score_samples(model, dm, "test")
+    for v, p in products.items():
+        assert p.shape == scores[v].shape + (4,)  # (t1, narration), (t1, caption), (t2, narration), (t2, caption)
+        np.testing.assert_allclose(p[..., 0] + p[..., 3], scores[v], rtol=1e-4, atol=1e-4)
+        assert np.abs(p[..., 1]).max() > 1e-3
+    model.hparams.irrelevant = "threshold"  # class 0 is tau in the prediction file, not a score: no products
+    assert not any(p[:, 0].any() for p in score_blocks(model, dm, "test").values())
