@@ -86,10 +86,9 @@ def score_blocks(model, datamodule, name: str) -> dict[str, np.ndarray]:
             products = pair_products(embedding[rows], steps[r, :k1], left, right, pairs) / model.hparams.temperature
             if model.hparams.irrelevant == "threshold":
                 products[:, 0] = 0.0
-            for i, row in zip(rows, products):
-                out.setdefault(video, []).append((i, row))
-    # a batch holds whole consecutive runs of the set's samples: rows arrive in order within each video
-    return {v: np.stack([row for _, row in rows]) for v, rows in out.items()}
+            out.setdefault(video, []).append(products)
+    # the loader goes through the set in order, so each video's rows arrive in order
+    return {v: np.concatenate(parts) for v, parts in out.items()}
 
 
 def _labels(samples: Mapping[str, list]) -> dict[str, np.ndarray]:
