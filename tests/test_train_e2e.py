@@ -166,6 +166,27 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     window = json.loads((again / "decoded" / "within_window" / "metrics.json").read_text())
     assert window["decoding"] == "within_window" and "cell_calibration" in window
     assert window["ensemble"] == [str(best)] and len(window["calibrations"]) == 2
+    assert window["emissions"] == {"recording_calibration": "none", "block_fusion": False}  # the default: off
+
+    # the emission options (issue 16, item 4), each candidate chosen on val with the grid, in both settings
+    # (small grids: the emission candidates are what is tested here)
+    options = ["decoding.emissions.recording_calibration=[none,center,standardize]",
+               "decoding.emissions.block_fusion=[false,true]", "plots=false", "decoding.grid.rate_scale=[1.0]"]
+    grids = {"within_window": ["decoding.grid.emission_weight=[1.0]", "decoding.grid.cell_weight=[0.0,1.0]"],
+             "whole_recording": ["decoding.grid.emission_weight=[0.1,1.0]", "decoding.grid.prior_weight=[0.0]",
+                                 "decoding.grid.labels=[posterior,balanced]"]}
+    for setting, grid_size in (("within_window", 4), ("whole_recording", 4)):
+        out = tmp_path / f"options_{setting}"
+        run("evaluate.py", tmp_path, f"ckpt_path={best}", f"decoding={setting}", *options, *grids[setting],
+            f"hydra.run.dir={out}")
+        chosen = json.loads((out / "decoded" / setting / "metrics.json").read_text())
+        table = chosen["val_candidates"]
+        assert len(table) == 6 * grid_size
+        best_val = max((c["Accuracy"], c["IoU"]) for c in table)
+        assert any((c["Accuracy"], c["IoU"]) == best_val and
+                   {k: c[k] for k in chosen["emissions"]} == chosen["emissions"] for c in table)
+        official = official_scores(tmp_path / "synthetic", "test", out / "decoded" / setting / "predictions.json")
+        assert {k: chosen[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
 
 
 def test_selection_runs_stop_before_the_test_split(tmp_path):

@@ -162,8 +162,8 @@ class Calibration:
 
     def log_probs(self, scores: np.ndarray) -> np.ndarray:
         s = np.asarray(scores, dtype=np.float64).copy()
-        s[:, 0] += self.irrelevant_bias
-        return log_softmax(s / self.temperature, axis=1)
+        s[..., 0] += self.irrelevant_bias
+        return log_softmax(s / self.temperature, axis=-1)
 
     @classmethod
     def fit(cls, scores: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]) -> "Calibration":
@@ -292,17 +292,22 @@ class WithinWindowDecoder:
     def decode(self, recording: Recording, cell_log_probs: np.ndarray, sample_log_probs: np.ndarray,
                first_cell: np.ndarray, num_cells: np.ndarray, query_pos: np.ndarray,
                settings: DecodeSettings) -> Decoded:
-        """cell_log_probs [C, K+1]: each cell's calibrated class log-probabilities from the cell alone;
-        sample_log_probs [n, K+1]: the recipe's, of each sample; first_cell, num_cells, query_pos [n]: the
-        sample's window in cells and its own cell within it."""
+        """cell_log_probs [C, K+1]: each cell's calibrated class log-probabilities from the cell alone, or
+        [n, M, K+1]: each window's cells already laid out (left-aligned; e.g. calibrated against the window,
+        emissions.window_normalized); sample_log_probs [n, K+1]: the recipe's, of each sample; first_cell,
+        num_cells, query_pos [n]: the sample's window in cells and its own cell within it."""
         num_steps = recording.num_classes - 1
         classes = PlanModel.state_classes(num_steps)
         n, m = len(first_cell), int(num_cells.max())
-        cells = cell_log_probs[:, classes] * settings.cell_weight
         offsets = np.arange(m)
         inside = offsets[None, :] < num_cells[:, None]
-        rows = np.minimum(first_cell[:, None] + offsets[None, :], len(cells) - 1)
-        emissions = np.where(inside[..., None], cells[rows], 0.0)  # left-aligned; past the window: no evidence
+        if cell_log_probs.ndim == 3:
+            cells = cell_log_probs[:, :m][..., classes] * settings.cell_weight
+            emissions = np.where(inside[..., None], cells, 0.0)
+        else:
+            cells = cell_log_probs[:, classes] * settings.cell_weight
+            rows = np.minimum(first_cell[:, None] + offsets[None, :], len(cells) - 1)
+            emissions = np.where(inside[..., None], cells[rows], 0.0)  # left-aligned; past the window: no evidence
         recipe = sample_log_probs[:, classes] * settings.emission_weight
         emissions[np.arange(n), query_pos] += recipe
         q = self.plan.rate_matrix(num_steps, settings.rate_scale)

@@ -34,6 +34,15 @@ def _digest(text: object) -> str:
 OmegaConf.register_new_resolver("digest", _digest, replace=True)
 
 
+def text_bank_suffix(text_encoder: str | None) -> str:
+    """What a feature bank's folder adds for its text encoder: nothing for MiniLM (the default, so existing
+    banks keep their folders), "+<name>" for any other (text_encoder=mpnet)."""
+    return "" if text_encoder in (None, "minilm") else f"+{text_encoder}"
+
+
+OmegaConf.register_new_resolver("text_bank_suffix", text_bank_suffix, replace=True)
+
+
 def recipe(cfg: DictConfig):
     """The module named by the config's task (conf/task/*.yaml)."""
     task = cfg.get("task")

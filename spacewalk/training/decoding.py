@@ -14,7 +14,7 @@ confusion/ (per test recording).
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -24,6 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from spacewalk.io import write_json
 from spacewalk.spacewalk18.dataset import NOT_ANNOTATED, frame_of
+from spacewalk.spacewalk18.emissions import (RECORDING_CALIBRATIONS, FusedCalibration, block_pairs, pair_products,
+                                             recording_normalized, window_normalized)
 from spacewalk.spacewalk18.plan_decoding import (Calibration, DecodeSettings, PlanModel, WholeRecordingDecoder,
                                                  WithinWindowDecoder, choose_settings, grid_samples)
 from spacewalk.spacewalk18.plan_prior import PlanPriorBaseline
@@ -58,6 +60,37 @@ def score_samples(model, datamodule, name: str) -> dict[str, np.ndarray]:
     return model.decide({v: np.stack(rows) for v, rows in raw.items()})[1]
 
 
+@torch.no_grad()
+def score_blocks(model, datamodule, name: str) -> dict[str, np.ndarray]:
+    """The model's scores of an indexed sample set split into products of blocks ([n, K+1, P] per video,
+    emissions.pair_products), scaled as the model scales its logits, so that the products of matching blocks
+    sum to its raw score. With a threshold (trained heads) class 0 is not a score (the prediction file holds
+    tau there): its products are zero and its level is the fitted Irrelevant bias."""
+    import torch.nn.functional as F
+
+    model.eval()
+    left, right = datamodule.layout_blocks()
+    pairs = block_pairs(left, right)
+    video_ids, out = datamodule.video_ids[name], {}
+    for batch in datamodule.loader(name):
+        batch = {k: v.to(model.device) for k, v in batch.items()}
+        embedding, steps = model.head(batch).float(), batch["steps"].float()
+        if model.hparams.normalize:
+            embedding, steps = F.normalize(embedding, dim=-1), F.normalize(steps, dim=-1)
+        embedding, steps = embedding.cpu().numpy(), steps.cpu().numpy()
+        video_index, step_row = batch["video_index"].cpu().numpy(), batch["step_row"].cpu().numpy()
+        for r in np.unique(step_row):
+            rows = np.flatnonzero(step_row == r)
+            video = video_ids[video_index[rows[0]]]
+            k1 = datamodule.dataset.recordings[video].num_classes
+            products = pair_products(embedding[rows], steps[r, :k1], left, right, pairs) / model.hparams.temperature
+            if model.hparams.irrelevant == "threshold":
+                products[:, 0] = 0.0
+            out.setdefault(video, []).append(products)
+    # the loader goes through the set in order, so each video's rows arrive in order
+    return {v: np.concatenate(parts) for v, parts in out.items()}
+
+
 def _labels(samples: Mapping[str, list]) -> dict[str, np.ndarray]:
     return {v: np.array([s.label for s in ss]) for v, ss in samples.items()}
 
@@ -73,22 +106,39 @@ def _cell_scores(datamodule, split: str) -> dict[str, np.ndarray]:
     return out
 
 
+def _cell_blocks(datamodule, split: str) -> dict[str, np.ndarray]:
+    """`_cell_scores` split into products of blocks ([C, K+1, P] per video; matching blocks sum to it)."""
+    left, right = datamodule.layout_blocks()
+    pairs = block_pairs(left, right)
+    out = {}
+    for r, v in enumerate(datamodule.video_ids[split]):
+        bank = datamodule.bank.load(v)
+        cells = datamodule.layout(bank.video, bank.cell_text, bank.cell_text)
+        out[v] = pair_products(cells, datamodule.step_features[split][r], left, right, pairs)
+    return out
+
+
 def _cell_labels(recording, num_cells: int, seconds: float) -> np.ndarray:
     centres = np.minimum((np.arange(num_cells) + 0.5) * seconds, recording.duration - 1e-6)
     return np.array([recording.label_at_frame(min(frame_of(t), recording.num_frames - 1)) for t in centres])
 
 
-def _scores(model, datamodule, whole_recording: bool, grids: Mapping[str, list] | None) -> dict[str, Any]:
-    """A model's val and test scores (from its last validate / test) and, for the whole recording, its grid's."""
+def _scores(model, datamodule, whole_recording: bool, grids: Mapping[str, list] | None,
+            blocks: bool = False) -> dict[str, Any]:
+    """A model's val and test scores (from its last validate / test) and, for the whole recording, its grid's;
+    with `blocks`, the same split into products of blocks (key + "_blocks")."""
     scores = {"val": model.split_scores["val"], "test": model.split_scores["test"],
               "context": datamodule.context_seconds}
     if whole_recording:
         datamodule.index_samples(GRID, grids)
         scores["grid"] = score_samples(model, datamodule, GRID)
+    if blocks:
+        for key in ("val", "test") + (("grid",) if whole_recording else ()):
+            scores[f"{key}_blocks"] = score_blocks(model, datamodule, GRID if key == "grid" else key)
     return scores
 
 
-def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids) -> dict[str, Any]:
+def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids, blocks: bool) -> dict[str, Any]:
     """Another finished run of the ensemble (`decoding.ensemble`): its own config, data and checkpoint, on
     one process."""
     import pytorch_lightning as pl
@@ -104,74 +154,150 @@ def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids) ->
                          precision=run_cfg.trainer.get("precision", "32-true"))
     trainer.validate(model, datamodule=datamodule, ckpt_path=ckpt, verbose=False)
     trainer.test(model, datamodule=datamodule, ckpt_path=ckpt, verbose=False)
-    return _scores(model, datamodule, whole_recording, grids)
+    return _scores(model, datamodule, whole_recording, grids, blocks)
 
 
-def _mean_log_probs(members: list[dict[str, Any]], labels: Mapping[str, np.ndarray], key: str) -> tuple[
+@dataclass(frozen=True)
+class Emissions:
+    """How the decoder's emissions are made (`decoding.emissions`, each a list of candidates chosen on val with
+    the grid): recording_calibration "none" (one calibration for every recording, fitted on val), "center" or
+    "standardize" (each recording's scores first re-expressed against what the setting may see of that
+    recording: spacewalk/spacewalk18/emissions.py); block_fusion: the scores split into products of the
+    narration / caption (/ video) blocks, weighed by weights fitted on val (FusedCalibration) instead of one
+    temperature."""
+
+    recording_calibration: str = "none"
+    block_fusion: bool = False
+
+    def __post_init__(self):
+        if self.recording_calibration not in RECORDING_CALIBRATIONS:
+            raise ValueError(f"decoding.emissions.recording_calibration must be among {RECORDING_CALIBRATIONS}, "
+                             f"got {self.recording_calibration!r}")
+
+    @staticmethod
+    def candidates(cfg: DictConfig) -> list["Emissions"]:
+        e = cfg.decoding.get("emissions") or {}
+        return [Emissions(str(rc), bool(bf)) for bf in e.get("block_fusion", [False])
+                for rc in e.get("recording_calibration", ["none"])]
+
+
+def _fit(fusion: bool, scores: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]):
+    return (FusedCalibration if fusion else Calibration).fit(scores, labels)
+
+
+def _mean_log_probs(members: list[dict[str, Any]], labels: Mapping[str, np.ndarray], key: str,
+                    emissions: Emissions = Emissions(), reference: str | None = None) -> tuple[
         dict[str, np.ndarray], list[dict]]:
     """Each member's scores calibrated on val (`labels`), then averaged: the ensemble's log-probabilities of
-    `key` ("val", "test" or "grid"), and the calibrations."""
-    calibrations = [Calibration.fit(m["val"], labels) for m in members]
-    videos = members[0][key]
-    out = {v: np.mean([c.log_probs(m[key][v]) for c, m in zip(calibrations, members)], axis=0) for v in videos}
+    `key` ("val", "test" or "grid"), and the calibrations. With a recording calibration, each video's scores
+    (val's too, before the fit) are first normalised against its `reference` rows (the grid: whole recording)."""
+    suffix = "_blocks" if emissions.block_fusion else ""
+    mode = emissions.recording_calibration
+    if mode != "none" and reference is None:
+        raise ValueError("a recording calibration needs the reference rows of each recording")
+
+    def normalized(m, k):
+        if mode == "none":
+            return m[k + suffix]
+        return {v: recording_normalized(s, m[reference + suffix][v], mode) for v, s in m[k + suffix].items()}
+
+    calibrations, per_member = [], []
+    for m in members:
+        c = _fit(emissions.block_fusion, normalized(m, "val"), labels)
+        calibrations.append(c)
+        per_member.append({v: c.log_probs(s) for v, s in normalized(m, key).items()})
+    out = {v: np.mean([p[v] for p in per_member], axis=0) for v in per_member[0]}
     return out, [asdict(c) for c in calibrations]
 
 
-def _decoder_and_runner(cfg: DictConfig, datamodule, model, output_dir: Path):
-    """The decoder the settings ask for, what it learned, and `run(split, settings) -> {video: Decoded}`."""
+def _decoder_and_runners(cfg: DictConfig, datamodule, model, output_dir: Path):
+    """The decoder the settings ask for and, per emission candidate (`Emissions.candidates`), what it learned
+    and `run(split, settings) -> {video: Decoded}`: [(emissions, fitted, run)]."""
     dc = cfg.decoding
     dataset = datamodule.dataset
     samples = datamodule.samples
     whole = dc.name == "whole_recording"
+    variants = Emissions.candidates(cfg)
+    blocks = any(e.block_fusion for e in variants)
     plan = PlanModel.fit(dataset.split("train"), max_offset=dc.max_offset, smoothing=dc.smoothing)
     seconds = datamodule.bank.config.segment_seconds
     grids = ({v: grid_samples(dataset.recordings[v], seconds) for split in ("val", "test") for v in samples[split]}
              if whole else None)
-    members = [_scores(model, datamodule, whole, grids)]
+    members = [_scores(model, datamodule, whole, grids, blocks)]
     for ckpt in dc.get("ensemble") or []:
-        members.append(_member_scores(str(ckpt), output_dir / "ensemble", whole, grids))
+        members.append(_member_scores(str(ckpt), output_dir / "ensemble", whole, grids, blocks))
         if not whole and members[-1]["context"] > datamodule.context_seconds:
             raise ValueError(f"decoding=within_window keeps to the sample's window: ensemble member {ckpt} sees "
                              f"{members[-1]['context']:g} s, more than this run's {datamodule.context_seconds:g} s")
     val_labels = _labels(samples["val"])
-    fitted = {"plan": asdict(plan), "ensemble": [str(c) for c in dc.get("ensemble") or []]}
+    common = {"plan": asdict(plan), "ensemble": [str(c) for c in dc.get("ensemble") or []]}
+    runners = []
     if whole:
-        grid_log_probs, fitted["calibrations"] = _mean_log_probs(members, val_labels, "grid")
         decoder = WholeRecordingDecoder(plan, PlanPriorBaseline().fit(dataset, "train"))
+        for emissions in variants:
+            fitted = dict(common)
+            grid_log_probs, fitted["calibrations"] = _mean_log_probs(members, val_labels, "grid", emissions, "grid")
 
-        def run(split, settings):
-            return {v: decoder.decode(dataset.recordings[v], grids[v], grid_log_probs[v], samples[split][v], settings,
-                                      seconds) for v in samples[split]}
+            def run(split, settings, grid_log_probs=grid_log_probs):
+                return {v: decoder.decode(dataset.recordings[v], grids[v], grid_log_probs[v], samples[split][v],
+                                          settings, seconds) for v in samples[split]}
 
-        return fitted, run
-    sample_log_probs = {}
-    for split in ("val", "test"):
-        sample_log_probs[split], fitted["calibrations"] = _mean_log_probs(members, val_labels, split)
-    cell_scores = {split: _cell_scores(datamodule, split) for split in ("val", "test")}
-    val_cells = {v: _cell_labels(dataset.recordings[v], len(s), seconds) for v, s in cell_scores["val"].items()}
-    annotated = {v: labels != NOT_ANNOTATED for v, labels in val_cells.items()}
-    cell_calibration = Calibration.fit({v: cell_scores["val"][v][annotated[v]] for v in val_cells},
-                                       {v: val_cells[v][annotated[v]] for v in val_cells})
-    fitted["cell_calibration"] = asdict(cell_calibration)
+            runners.append((emissions, fitted, run))
+        return runners
     decoder = WithinWindowDecoder(plan, seconds)
+    cell_raw = {split: _cell_scores(datamodule, split) for split in ("val", "test")}
+    cell_blocks = {split: _cell_blocks(datamodule, split) for split in ("val", "test")} if blocks else None
+    val_cells = {v: _cell_labels(dataset.recordings[v], len(s), seconds) for v, s in cell_raw["val"].items()}
+    annotated = {v: labels != NOT_ANNOTATED for v, labels in val_cells.items()}
+    for emissions in variants:
+        fitted = dict(common)
+        sample_log_probs = {}
+        for split in ("val", "test"):  # the recipe's score is the only one of its kind a window holds: as it is
+            sample_log_probs[split], fitted["calibrations"] = _mean_log_probs(
+                members, val_labels, split, Emissions(block_fusion=emissions.block_fusion))
+        cells = cell_blocks if emissions.block_fusion else cell_raw
+        mode = emissions.recording_calibration
+        if mode == "none":
+            cell_calibration = _fit(emissions.block_fusion, {v: cells["val"][v][annotated[v]] for v in val_cells},
+                                    {v: val_cells[v][annotated[v]] for v in val_cells})
+            cell_log_probs = {split: {v: cell_calibration.log_probs(c) for v, c in cells[split].items()}
+                              for split in ("val", "test")}
+        else:
+            # each sample's window's cells, normalised against that window alone; fitted on val at the samples'
+            # own cells against their labels
+            windows = {}
+            for split in ("val", "test"):
+                ix = datamodule.splits[split]
+                windows[split] = {}
+                for r, v in enumerate(datamodule.video_ids[split]):
+                    rows = ix.recording == r
+                    windows[split][v] = window_normalized(cells[split][v], ix.first_cell[rows], ix.num_cells[rows],
+                                                          mode)
+            ix = datamodule.splits["val"]
+            at_query = {v: windows["val"][v][np.arange(int((ix.recording == r).sum())), ix.query_pos[ix.recording == r]]
+                        for r, v in enumerate(datamodule.video_ids["val"])}
+            cell_calibration = _fit(emissions.block_fusion, at_query, val_labels)
+            cell_log_probs = {split: {v: cell_calibration.log_probs(w) for v, w in windows[split].items()}
+                              for split in ("val", "test")}
+        fitted["cell_calibration"] = asdict(cell_calibration)
 
-    def run(split, settings):
-        ix, out = datamodule.splits[split], {}
-        for r, v in enumerate(datamodule.video_ids[split]):
-            rows = ix.recording == r
-            out[v] = decoder.decode(dataset.recordings[v], cell_calibration.log_probs(cell_scores[split][v]),
-                                    sample_log_probs[split][v], ix.first_cell[rows], ix.num_cells[rows],
-                                    ix.query_pos[rows], settings)
-        return out
+        def run(split, settings, cell_log_probs=cell_log_probs, sample_log_probs=sample_log_probs):
+            ix, out = datamodule.splits[split], {}
+            for r, v in enumerate(datamodule.video_ids[split]):
+                rows = ix.recording == r
+                out[v] = decoder.decode(dataset.recordings[v], cell_log_probs[split][v], sample_log_probs[split][v],
+                                        ix.first_cell[rows], ix.num_cells[rows], ix.query_pos[rows], settings)
+            return out
 
-    return fitted, run
+        runners.append((emissions, fitted, run))
+    return runners
 
 
 def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool = True) -> dict[str, Any]:
-    """Fit the decoder (train, val), choose its settings on val, decode test; write and return its results.
-    Called on rank 0 once the kept checkpoint has been tested and validated (`model.split_scores`)."""
+    """Fit the decoder (train, val), choose its emissions and settings on val, decode test; write and return its
+    results. Called on rank 0 once the kept checkpoint has been tested and validated (`model.split_scores`)."""
     name = cfg.decoding.name
-    fitted, run = _decoder_and_runner(cfg, datamodule, model, output_dir)
+    runners = _decoder_and_runners(cfg, datamodule, model, output_dir)
     recordings = datamodule.dataset.recordings
     samples = datamodule.samples
 
@@ -181,16 +307,24 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
                                         {v: d.posteriors for v, d in decoded.items()})
 
     candidates = DecodeSettings.grid(**OmegaConf.to_container(cfg.decoding.grid))
-    chosen, table = choose_settings(candidates, lambda settings: metrics("val", run("val", settings)))
-    log.info("decoding=%s: chosen on val %s", name, chosen)
+    best, table = None, []
+    for emissions, fitted, run in runners:
+        chosen, rows = choose_settings(candidates, lambda settings, run=run: metrics("val", run("val", settings)))
+        table += [{**asdict(emissions), **row} for row in rows]
+        score = max((row["Accuracy"], row["IoU"]) for row in rows)
+        if best is None or score > best[0]:  # ties: the earlier candidate (the global calibration comes first)
+            best = (score, emissions, fitted, run, chosen)
+    _, emissions, fitted, run, chosen = best
+    log.info("decoding=%s: chosen on val %s, %s", name, emissions, chosen)
     decoded = run("test", chosen)
     result = metrics("test", decoded)
     out_dir = output_dir / "decoded" / name
     write_step_predictions(out_dir / "predictions.json", {v: d.labels for v, d in decoded.items()},
                            {v: d.posteriors for v, d in decoded.items()})
     raw = {v: model.split_scores["test"][v] for v in decoded}
-    write_json(out_dir / "metrics.json", {"split": "test", "decoding": name, "settings": asdict(chosen), **fitted,
-                                          **result, "val_candidates": table})
+    write_json(out_dir / "metrics.json", {"split": "test", "decoding": name, "settings": asdict(chosen),
+                                          "emissions": asdict(emissions), **fitted, **result,
+                                          "val_candidates": table})
     if plots:
         from spacewalk.timeline import plot_confusion, plot_timeline
 
@@ -201,7 +335,7 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
             plot_confusion(recordings[v], samples["test"][v], d.labels, out_dir / "confusion" / f"{v}.png")
     log.info("decoded (%s) test: Accuracy %.2f, mAP %s, IoU %.2f -> %s", name, result["Accuracy"],
              f"{result['mAP']:.2f}" if result["mAP"] is not None else "-", result["IoU"], out_dir)
-    return {"decoding": name, "settings": asdict(chosen), **result}
+    return {"decoding": name, "settings": asdict(chosen), "emissions": asdict(emissions), **result}
 
 
 def read_raw_predictions(output_dir: Path, datamodule, fallback: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
