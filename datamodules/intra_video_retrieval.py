@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-from datamodules.step_recognition import (EMPTY_TEXTS, FRAME_SAMPLINGS, MODALITIES, TEXT_POOLS, sparse_window_video,
-                                          window_text_features)
+from datamodules.step_recognition import (EMPTY_TEXTS, FRAME_SAMPLINGS, MODALITIES, TEXT_POOLS, Indices,
+                                          sparse_window_video, window_text_features)
 from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
 from spacewalk.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
 from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
@@ -68,17 +68,6 @@ class RetrievalSplit:
     sample_id: np.ndarray  # int [N]
     label: np.ndarray  # int [N]
     features: np.ndarray  # float32 [N, 3, D]: query, candidate 0, candidate 1
-
-
-class _Rows(Dataset):
-    def __init__(self, split: RetrievalSplit):
-        self.split = split
-
-    def __len__(self) -> int:
-        return len(self.split.label)
-
-    def __getitem__(self, i: int) -> int:
-        return i
 
 
 class IntraVideoRetrievalDataModule(pl.LightningDataModule):
@@ -230,8 +219,8 @@ class IntraVideoRetrievalDataModule(pl.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         generator = torch.Generator().manual_seed(self.seed) if shuffle else None
-        return DataLoader(_Rows(self.splits[split]), batch_size=self.batch_size if split == "train" else self.eval_batch_size,
-                          shuffle=shuffle, generator=generator, num_workers=self.num_workers,
+        return DataLoader(Indices(len(self.splits[split].label)),
+                          batch_size=self.batch_size if split == "train" else self.eval_batch_size, shuffle=shuffle, generator=generator, num_workers=self.num_workers,
                           collate_fn=partial(self.collate, split))
 
     def train_dataloader(self) -> DataLoader:

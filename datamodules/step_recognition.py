@@ -145,7 +145,9 @@ class _SplitIndex:
     clip: np.ndarray  # float32 [N, D]
 
 
-class _Indices(Dataset):
+class Indices(Dataset):
+    """Sample i is its index: the batch is assembled in the collate from the DataModule's arrays."""
+
     def __init__(self, n: int):
         self.n = n
 
@@ -390,7 +392,7 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         n = len(self.splits[split].label)
         sampler = global_batch_sampler(n, self.batch_size if split == "train" else self.eval_batch_size, shuffle,
                                        self.seed)
-        return DataLoader(_Indices(n), batch_sampler=sampler, num_workers=self.num_workers,
+        return DataLoader(Indices(n), batch_sampler=sampler, num_workers=self.num_workers,
                           collate_fn=partial(self.collate_share, split, rank, world),
                           persistent_workers=self.num_workers > 0)
 
@@ -398,7 +400,7 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         """All batches of split or indexed sample set `name`, in order, in this process (not shared across
         processes as the Trainer's loaders are)."""
         n = len(self.splits[name].label)
-        return DataLoader(_Indices(n), batch_sampler=global_batch_sampler(n, self.eval_batch_size, False),
+        return DataLoader(Indices(n), batch_sampler=global_batch_sampler(n, self.eval_batch_size, False),
                           collate_fn=partial(self.collate_share, name, 0, 1))
 
     def train_dataloader(self) -> DataLoader:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from spacewalk.errors import DataError
 
@@ -100,3 +101,28 @@ def write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
         with open(tmp, "w", encoding=encoding, newline="") as f:
             f.write(text)
     return Path(path)
+
+
+def ensure_generated(root: str | Path, record_file: str, wanted: dict, generate: Callable[[bool], Path],
+                     what: str) -> Path:
+    """A generated dataset at `root`: written on first use (no folder, or an empty one), used as it is when
+    its record file equals `wanted`, rewritten when the options changed (a record of the same generator,
+    `wanted["generator"]`); a folder that generator did not write is never touched. `generate(overwrite)`
+    writes the set and returns its root. Two processes may race to write it (DDP ranks): the same options
+    give the same data, so the one that finishes second uses the first one's."""
+    root = Path(root).absolute()
+    if not root.exists() or (root.is_dir() and not any(root.iterdir())):
+        try:
+            return generate(root.exists())
+        except FileExistsError:
+            if not root.exists():
+                raise
+    record = root / record_file
+    found = load_json(record) if record.is_file() else None
+    if found == wanted:
+        return root
+    if not isinstance(found, dict) or found.get("generator") != wanted["generator"]:
+        raise ValueError(f"{root} exists and is not {what} (no {record_file} written by {wanted['generator']}); "
+                         "not replacing it: pick another root")
+    logging.getLogger(__name__).info("%s was generated with other options; regenerating it", root)
+    return generate(True)

@@ -1,8 +1,9 @@
-"""spacewalk.io.atomic_dir: a folder appears whole under its final name or not at all."""
+"""spacewalk.io.atomic_dir: a folder appears whole under its final name or not at all; ensure_generated: a
+generated dataset written on first use, reused, rewritten when its options changed, a foreign folder untouched."""
 
 import pytest
 
-from spacewalk.io import atomic_dir
+from spacewalk.io import atomic_dir, ensure_generated, load_json, write_json
 
 
 def test_atomic_dir_installs_replaces_and_cleans_up(tmp_path):
@@ -34,3 +35,30 @@ def test_atomic_dir_without_replace_keeps_a_folder_that_appeared(tmp_path):
             (final / "y").write_text("theirs")
     assert sorted(p.name for p in final.iterdir()) == ["y"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dataset"]
+
+
+def test_ensure_generated_writes_reuses_regenerates_and_refuses_a_foreign_folder(tmp_path):
+    calls = []
+
+    def generator(options):
+        def generate(overwrite):
+            calls.append((options, overwrite))
+            with atomic_dir(tmp_path / "set", replace=overwrite) as work:
+                write_json(work / "synthetic.json", {"generator": "g", "options": options})
+            return tmp_path / "set"
+        return generate
+
+    def ensure(options):
+        return ensure_generated(tmp_path / "set", "synthetic.json", {"generator": "g", "options": options},
+                                generator(options), "a synthetic set")
+
+    (tmp_path / "set").mkdir()  # an empty folder counts as absent
+    assert ensure(1) == tmp_path / "set" and calls == [(1, True)]
+    ensure(1)
+    assert calls == [(1, True)]  # up to date: not written again
+    ensure(2)
+    assert calls[-1] == (2, True) and load_json(tmp_path / "set/synthetic.json")["options"] == 2
+    write_json(tmp_path / "set/synthetic.json", {"generator": "someone else"})
+    with pytest.raises(ValueError, match="is not a synthetic set .*pick another root"):
+        ensure(2)
+    assert len(calls) == 2

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from spacewalk.egocross.dataset import DOMAINS, TESTBED_FILE, EgoCross
-from spacewalk.io import atomic_dir, atomic_path, load_json, write_json
+from spacewalk.io import atomic_dir, atomic_path, ensure_generated, write_json
 
 RECORD_FILE = "synthetic.json"
 ANSWERS_FILE = "answers.json"
@@ -168,21 +168,9 @@ def ensure_egocross(root: str | Path, **fields: Any) -> Path:
     """The synthetic testbed at `root`: written on first use, rewritten when the options changed; a root
     that this generator did not write is never touched."""
     opts = Options(**fields)
-    root = Path(root).absolute()
-    if not root.exists():
-        try:
-            return generate_egocross(root, opts)
-        except FileExistsError:
-            if not root.exists():
-                raise
-    record = root / RECORD_FILE
-    found = load_json(record) if record.is_file() else None
-    if found == _record(opts):
-        return root
-    if not isinstance(found, dict) or found.get("generator") != GENERATOR:
-        raise ValueError(f"{root} exists and is not a synthetic EgoCross (no {RECORD_FILE} by {GENERATOR}); "
-                         "not replacing it: pick another root")
-    return generate_egocross(root, opts, overwrite=True)
+    return ensure_generated(root, RECORD_FILE, _record(opts),
+                            lambda overwrite: generate_egocross(root, opts, overwrite=overwrite),
+                            "a synthetic EgoCross")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -34,7 +34,7 @@ import numpy as np
 from spacewalk.egoschema.dataset import (
     ANSWERS_FILE, N_OPTIONS, OPTION_KEYS, QUESTIONS_FILE, UID_MAP_FILE, VIDEO_DIR, EgoSchema,
 )
-from spacewalk.io import atomic_dir, load_json, write_json
+from spacewalk.io import atomic_dir, ensure_generated, write_json
 
 RECORD_FILE = "synthetic.json"
 HIDDEN_ANSWERS_FILE = "hidden_answers.json"
@@ -182,21 +182,9 @@ def ensure_egoschema(root: str | Path, **fields: Any) -> Path:
     """The synthetic set at `root`: written on first use, rewritten when the options changed; a root that
     this generator did not write is never touched."""
     opts = Options(**fields)
-    root = Path(root).absolute()
-    if not root.exists():
-        try:
-            return generate_egoschema(root, opts)
-        except FileExistsError:
-            if not root.exists():
-                raise  # otherwise another process wrote the same set first
-    record = root / RECORD_FILE
-    found = load_json(record) if record.is_file() else None
-    if found == _record(opts):
-        return root
-    if not isinstance(found, dict) or found.get("generator") != GENERATOR:
-        raise ValueError(f"{root} exists and is not a synthetic EgoSchema (no {RECORD_FILE} by {GENERATOR}); "
-                         "not replacing it: pick another root")
-    return generate_egoschema(root, opts, overwrite=True)
+    return ensure_generated(root, RECORD_FILE, _record(opts),
+                            lambda overwrite: generate_egoschema(root, opts, overwrite=overwrite),
+                            "a synthetic EgoSchema")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

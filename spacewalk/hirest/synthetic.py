@@ -65,7 +65,7 @@ import numpy as np
 from spacewalk.hirest.dataset import (
     CATEGORIES_FILE, MOMENT_GT_FILES, NEGATIVES_FILE, SPLIT_FILE, SPLITS, HiREST, durations,
 )
-from spacewalk.io import atomic_dir, load_json, write_text
+from spacewalk.io import atomic_dir, ensure_generated, write_text
 
 log = logging.getLogger(__name__)
 
@@ -901,24 +901,9 @@ def ensure_hirest(root: str | Path, options: HiRESTOptions | Mapping[str, Any] |
     that exists but was not written by this generator (no synthetic.json of ours) is never touched.
     """
     opts = _options(options, **fields)
-    root = Path(root).absolute()
-    wanted = _record(opts)
-    if not root.exists() or (root.is_dir() and not any(root.iterdir())):
-        try:
-            return generate_hirest(root, opts, overwrite=root.exists(), progress=progress)
-        except FileExistsError:
-            if not root.exists():
-                raise
-            # another process (e.g. a second DDP rank) finished first: the same options give the same data
-    record = root / RECORD_FILE
-    found = load_json(record) if record.is_file() else None
-    if found == wanted:
-        return root
-    if not isinstance(found, dict) or found.get("generator") != GENERATOR:
-        raise ValueError(f"{root} exists and is not a synthetic HiREST (no {RECORD_FILE} written by {GENERATOR}); "
-                         "not replacing it: pick another root")
-    log.info("%s was generated with other options; regenerating it", root)
-    return generate_hirest(root, opts, overwrite=True, progress=progress)
+    return ensure_generated(root, RECORD_FILE, _record(opts),
+                            lambda overwrite: generate_hirest(root, opts, overwrite=overwrite, progress=progress),
+                            "a synthetic HiREST")
 
 
 def open_hirest(root: str | Path | None = None, synthetic_root: str | Path | None = None,
