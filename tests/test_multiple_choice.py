@@ -290,7 +290,7 @@ def test_contrastive_text_queries_and_pooling():
 
 
 def test_step_oracle_lists_the_steps_of_the_window(synthetic):
-    task = StepRecognitionQuestions(synthetic, "test", "5min", samples_per_video=5, summary="step_oracle")
+    task = StepRecognitionQuestions(synthetic, "test", "5min", samples_per_video=5, summary="step_oracle_captions")
     for item in task.items():
         recording = synthetic.recordings[item.meta["video_id"]]
         truth = [s.label for s in recording.segments

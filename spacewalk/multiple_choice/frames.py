@@ -46,9 +46,13 @@ class FrameRule:
 
 
 def sample_frames(visual: Visual, rule: FrameRule) -> tuple[np.ndarray, np.ndarray]:
-    """uint8 RGB frames [n, H, W, 3] and their times in seconds (NaN when a frame list has none)."""
+    """uint8 RGB frames [n, H, W, 3] and their times in seconds (NaN when a frame list has none). A still
+    (`visual.time`) is its one frame whatever the rule."""
     if visual.video is not None:
         with open_video(visual.video, rule.backend) as reader:
+            if visual.time is not None:
+                times = np.array([min(visual.time, reader.duration)])
+                return reader.frames_at(times), times
             start = 0.0 if visual.start is None else visual.start
             end = reader.duration if visual.end is None else min(visual.end, reader.duration)
             times = rule.timestamps(start, end)
