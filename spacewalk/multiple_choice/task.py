@@ -87,9 +87,12 @@ class Reply:
 
 @dataclass(frozen=True)
 class Record:
-    """One answered item, as the runner writes it to the run's JSONL: the prompt, the raw reply, the parsed
-    choice (None = unparsable, counted as wrong and counted apart, never dropped), and correctness (None when
-    the answer is hidden)."""
+    """One answered item, as the runner writes it to the run's JSONL: the prompt (its text, visuals as
+    `Prompt.audit_parts` names them), the raw reply, the parsed choice (None = unparsable, counted as wrong
+    and counted apart, never dropped), and correctness (None when the answer is hidden). `prompt_parts`: the
+    ids of the prompt's parts in the run's part store (spacewalk/multiple_choice/records.py), when the
+    record is kept compact; a record read back that way has `prompt == ""` until `records.read_run` fills
+    it in."""
 
     item_id: str
     prompt: str
@@ -98,6 +101,7 @@ class Record:
     correct: bool | None
     scores: tuple[float, ...] | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    prompt_parts: tuple[str, ...] | None = None
 
 
 @runtime_checkable
