@@ -125,12 +125,13 @@ def test_requests_retries_and_answers_through_the_runner(stub, items, tmp_path):
     system, user = body["messages"]
     assert system == {"role": "system", "content": "Be brief."}
     kinds = [part["type"] for part in user["content"]]
-    assert kinds == ["image_url", "image_url", "text", "text"]  # the frames where the visual marker is
+    assert kinds == ["image_url", "image_url", "text"]  # the frames where the visual marker is, then the texts
     url = user["content"][0]["image_url"]["url"]
     assert url.startswith("data:image/jpeg;base64,")
     image = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert image.size == (32, 24) and image.getpixel((16, 12))[0] > 200  # the first of 2 uniform picks: red
-    assert user["content"][2] == {"type": "text", "text": "question 0?"}
+    # adjacent texts as one, joined by newlines (as the prompt's text has them)
+    assert user["content"][2] == {"type": "text", "text": "question 0?\n(A) x\n(B) y\n(C) z"}
     records = runner.read_records(tmp_path / runner.RECORDS)
     assert [r.reply for r in records] == ["Answer: B", "Answer: B"] and records[0].meta == {"usage": {"total_tokens": 7}}
 

@@ -35,6 +35,7 @@ def test_prompt_resolves_the_clip_and_context_visuals_in_order(tmp_path):
     prompt = Prompt((Prompt.VISUAL, "one", preview, "two", still, Prompt.VISUAL, "three"))
     assert prompt.visual_parts(item) == [clip, "one", preview, "two", still, "three"]  # the clip once
     assert prompt.visual_parts(None) == ["one", preview, "two", still, "three"]
+    assert prompt.visual_parts(item, with_visuals=False) == ["one\ntwo\nthree"]  # texts meet: one text
     assert prompt.text == "one\ntwo\nthree" and prompt.context_visuals == (preview, still)
     assert prompt.audit_parts() == ["<visual>", "one", "<video: a.mp4 [1.0, 5.0) s>", "two",
                                     "<image: a.mp4 at 3.0 s>", "<visual>", "three"]
@@ -154,5 +155,5 @@ def test_caption_enhanced_captions_every_visual_in_order(synthetic, tmp_path):
     for step, text in zip(item.meta["oracle_steps"], stills):
         frame = sample_frames(Visual(video=recording.video_path, time=middles[step]), FrameRule())[0][0]
         assert text == f"{IMAGE_INTRO} brightness {frame.mean():.1f}"
-        assert parts[parts.index(text) - 1] == f"- {recording.steps[step].caption}"
+        assert parts[parts.index(text) - 1].splitlines()[-1] == f"- {recording.steps[step].caption}"
     assert len(reply.meta["captions"]) == 5 and len(reply.meta["context_captions"]) == n

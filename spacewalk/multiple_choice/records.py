@@ -6,8 +6,9 @@ instruction, the question, a recording's K + 1 choices (several KB), a summary. 
 their prompt's parts by id (`"prompt_parts": [id, ...]`, the first 16 hex digits of the part text's
 SHA-256), and `prompt_parts.jsonl` holds each distinct part once (`{"id": ..., "text": ...}`); a part is
 written, flushed and synced before the first record that names it, so a killed run never leaves a record
-whose prompt cannot be read back. (For the 12,000 test samples of Spacewalk-18 step questions at w = 5 min
-the full prompts are 113 MB; their distinct parts about 20 MB, mostly the windows' transcripts.)
+whose prompt cannot be read back. (The 12,000 test samples of Spacewalk-18 step questions at w = 5 min:
+records.jsonl of 121 MB with every prompt in full; 9 MB + 20 MB of distinct parts, mostly the windows'
+transcripts, this way.)
 `prompts: full` keeps the whole text in every record (`"prompt": ...`) instead; a run directory may hold
 both forms (a resume with the other setting), and every reader takes both.
 

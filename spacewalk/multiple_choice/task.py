@@ -44,19 +44,24 @@ class Prompt:
     def context_visuals(self) -> tuple[Visual, ...]:
         return tuple(p for p in self.parts if isinstance(p, Visual))
 
-    def visual_parts(self, item: MultipleChoiceItem | None) -> list[str | Visual]:
-        """The parts with every visual resolved, in order: texts as they are, the item's visual at the first
-        `VISUAL` marker (later markers, and every marker when the item has no visual, dropped), context
-        visuals as they are."""
+    def visual_parts(self, item: MultipleChoiceItem | None, with_visuals: bool = True) -> list[str | Visual]:
+        """The parts with every visual resolved, in order: the item's visual at the first `VISUAL` marker
+        (later markers, and every marker when the item has no visual, dropped), context visuals as they are
+        (every visual dropped when `with_visuals` is false: text-only models), and texts that end up next to
+        each other joined with a newline, as `text` joins them. (Chat templates concatenate a turn's text
+        entries with no separator: "...speech is: <transcript>.Answer with..." otherwise.)"""
         out: list[str | Visual] = []
         placed = False
         for part in self.parts:
-            if isinstance(part, Visual):
-                out.append(part)
-            elif part == self.VISUAL:
-                if not placed and item is not None and item.visual is not None:
+            if part == self.VISUAL:
+                if with_visuals and not placed and item is not None and item.visual is not None:
                     out.append(item.visual)
                 placed = True
+            elif isinstance(part, Visual):
+                if with_visuals:
+                    out.append(part)
+            elif out and isinstance(out[-1], str):
+                out[-1] += "\n" + part
             else:
                 out.append(part)
         return out

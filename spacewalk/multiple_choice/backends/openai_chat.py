@@ -142,10 +142,9 @@ class OpenAIChatBackend:
         """Texts in order; every visual (the item's clip, context slices and stills) as its frames' JPEG URLs,
         or left out when the backend is text only."""
         parts: list[str | list[str]] = []
-        for part in prompt.visual_parts(item):
+        for part in prompt.visual_parts(item, with_visuals=self.rule is not None):
             if isinstance(part, Visual):
-                if self.rule is not None:
-                    parts.append([jpeg_data_url(f, self.image_max_side) for f in sample_frames(part, self.rule)[0]])
+                parts.append([jpeg_data_url(f, self.image_max_side) for f in sample_frames(part, self.rule)[0]])
             else:
                 parts.append(part)
         return chat_messages(parts, prompt.system, self.image_detail)

@@ -47,10 +47,9 @@ def conversation(prompt: Prompt, item: MultipleChoiceItem | None, with_visuals: 
     at the first visual marker, context slices where they are), an image entry for each still; no visual
     entries at all when `with_visuals` is false (text only)."""
     content: list[dict[str, Any]] = []
-    for part in prompt.visual_parts(item):
+    for part in prompt.visual_parts(item, with_visuals):
         if isinstance(part, Visual):
-            if with_visuals:
-                content.append({"type": "image" if part.is_still else "video"})
+            content.append({"type": "image" if part.is_still else "video"})
         else:
             content.append({"type": "text", "text": part})
     turns = [{"role": "system", "content": [{"type": "text", "text": prompt.system}]}] if prompt.system else []
