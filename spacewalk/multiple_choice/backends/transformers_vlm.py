@@ -90,6 +90,17 @@ class TransformersVLMBackend:
         self.max_new_tokens = int(max_new_tokens)
 
     def _generate(self, prompts: Sequence[Prompt], videos: Sequence | None) -> list[str]:
+        if videos is not None and self.family == "llava_onevision" and len({len(v) for v in videos}) > 1:
+            # its video processor stacks a batch's videos into one tensor: batch equal frame counts only
+            # (frame lists and fps rules give clips of different lengths); greedy, so the replies are the same
+            out: list[str] = [""] * len(prompts)
+            groups: dict[int, list[int]] = {}
+            for i, video in enumerate(videos):
+                groups.setdefault(len(video), []).append(i)
+            for rows in groups.values():
+                for i, text in zip(rows, self._generate([prompts[i] for i in rows], [videos[i] for i in rows])):
+                    out[i] = text
+            return out
         texts = [self.processor.apply_chat_template(conversation(p, videos is not None), add_generation_prompt=True,
                                                     tokenize=False) for p in prompts]
         kwargs = {"videos": list(videos), "do_sample_frames": False} if videos is not None else {}
