@@ -1,14 +1,11 @@
 """The transformers video-LLM backend with tiny randomly initialised models of both families (Qwen2.5-VL,
-LLaVA-OneVision), built from config objects with a tokenizer made here (no download, no network), answering
+LLaVA-OneVision; spacewalk/multiple_choice/tiny_models.py: no download, no network), answering
 Spacewalk-18 QA items of the synthetic data (frames decoded from its mp4 clips) through the runner."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from tokenizers.pre_tokenizers import ByteLevel
 
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, CaptionEnhancedBackend
@@ -16,81 +13,11 @@ from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMB
 from spacewalk.multiple_choice.frames import sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
+from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
 from spacewalk.spacewalk18.question_answering import QuestionAnswering, open_dataset
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
              retrieval_samples_per_video=4, questions_per_video=4)
-
-# a ChatML template of the kind both families ship, with each family's visual token
-TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-            "{% for part in message['content'] %}{% if part['type'] == 'video' %}VIDEO"
-            "{% elif part['type'] == 'image' %}IMAGE"
-            "{% else %}{{ part['text'] }}\n{% endif %}{% endfor %}<|im_end|>\n{% endfor %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-
-
-def tiny_tokenizer(special: list[str]):
-    """A byte-level tokenizer (one token per byte, no merges) with the family's special tokens."""
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: i for i, token in enumerate(special)}
-    for char in sorted(ByteLevel.alphabet()):
-        vocab.setdefault(char, len(vocab))
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens(special)
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-
-
-def tiny_qwen2_5_vl():
-    from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor,
-                              Qwen2VLImageProcessor)
-    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
-
-    tok = tiny_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                          "<|image_pad|>", "<|video_pad|>"])
-    template = TEMPLATE.replace("VIDEO", "<|vision_start|><|video_pad|><|vision_end|>").replace(
-        "IMAGE", "<|vision_start|><|image_pad|><|vision_end|>")
-    pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
-    processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(**pixels), tokenizer=tok,
-                                    video_processor=Qwen2VLVideoProcessor(**pixels), chat_template=template)
-    ids = {name: tok.convert_tokens_to_ids(token) for name, token in [
-        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
-        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
-    special = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
-    config = Qwen2_5_VLConfig(
-        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-                         rope_scaling={"type": "mrope", "mrope_section": [2, 2, 4]}, **special),
-        vision_config=dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=32,
-                           patch_size=14, spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[0],
-                           window_size=56),
-        **ids, **special)
-    torch.manual_seed(0)
-    return Qwen2_5_VLForConditionalGeneration(config), processor
-
-
-def tiny_llava_onevision():
-    from transformers import (LlavaOnevisionConfig, LlavaOnevisionForConditionalGeneration,
-                              LlavaOnevisionImageProcessor, LlavaOnevisionProcessor, LlavaOnevisionVideoProcessor)
-
-    tok = tiny_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"])
-    size = {"height": 28, "width": 28}
-    processor = LlavaOnevisionProcessor(
-        image_processor=LlavaOnevisionImageProcessor(size=size, image_grid_pinpoints=[[28, 28]]), tokenizer=tok,
-        video_processor=LlavaOnevisionVideoProcessor(size=size), num_image_tokens=4,
-        vision_feature_select_strategy="full", chat_template=TEMPLATE.replace("VIDEO", "<video>\n").replace("IMAGE", "<image>\n"))
-    special = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
-    config = LlavaOnevisionConfig(
-        text_config=dict(model_type="qwen2", vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, **special),
-        vision_config=dict(model_type="siglip_vision_model", image_size=28, patch_size=14, hidden_size=32,
-                           intermediate_size=64, num_hidden_layers=1, num_attention_heads=2),
-        image_token_index=tok.convert_tokens_to_ids("<image>"), video_token_index=tok.convert_tokens_to_ids("<video>"),
-        vision_feature_select_strategy="full", vision_feature_layer=-1, image_grid_pinpoints=[[28, 28]], **special)
-    torch.manual_seed(0)
-    return LlavaOnevisionForConditionalGeneration(config), processor
 
 
 @pytest.fixture(scope="module")

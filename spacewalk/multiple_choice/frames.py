@@ -1,7 +1,9 @@
 """The frames a model sees of an item's visual: `num_frames` spread uniformly over the clip (the model's
 default count; the centres of equal bins, the paper's sparse sampling), or an fps rule (one frame every
 1/fps seconds from the clip's start) capped at `max_frames` (uniformly thinned beyond it), as a backend's
-config value. Extracted frame files (EgoCross) are thinned the same way by position."""
+config value. Extracted frame files (EgoCross) are thinned the same way by position, never repeated: a
+list shorter than the rule's count is shown whole (an EgoCross folder is the authors' 0.5 fps sampling of
+the clip; showing a frame twice adds nothing)."""
 
 from __future__ import annotations
 
@@ -40,9 +42,9 @@ class FrameRule:
         return t
 
     def count(self, available: int) -> int:
-        if self.num_frames is not None:
-            return self.num_frames
-        return available if self.max_frames is None else min(available, self.max_frames)
+        """How many of `available` extracted frames to show: the rule's count, at most all of them."""
+        limit = self.num_frames if self.num_frames is not None else self.max_frames
+        return available if limit is None else min(available, limit)
 
 
 def sample_frames(visual: Visual, rule: FrameRule) -> tuple[np.ndarray, np.ndarray]:

@@ -91,17 +91,39 @@ class TransformersVLMBackend:
         self.rule = None if text_only else FrameRule(num_frames, fps, max_frames, video_backend)
         self.max_new_tokens = int(max_new_tokens)
 
-    def _generate(self, prompts: Sequence[Prompt], items: Sequence[MultipleChoiceItem | None]) -> list[str]:
+    def _visuals(self, prompt: Prompt, item: MultipleChoiceItem | None) -> tuple[list, list]:
+        """The prompt's videos (frame lists) and stills, in prompt order."""
+        videos, images = [], []
+        for part in prompt.visual_parts(item):
+            if isinstance(part, Visual):
+                frames = sample_frames(part, self.rule)[0]
+                (images.append(frames[0]) if part.is_still else videos.append(frames))
+        return videos, images
+
+    def _generate(self, prompts: Sequence[Prompt], items: Sequence[MultipleChoiceItem | None],
+                  visuals: Sequence[tuple[list, list]] | None = None) -> list[str]:
+        """`visuals`: each row's (videos, stills) when already decoded."""
         with_visuals = self.rule is not None
+        if visuals is None:
+            visuals = [self._visuals(p, item) if with_visuals else ([], []) for p, item in zip(prompts, items)]
+        counts = [tuple(len(v) for v in videos) for videos, _ in visuals]
+        groups: dict[tuple, list[int]] = {}
+        for i, count in enumerate(counts):
+            groups.setdefault(count, []).append(i)
+        if self.family == "llava_onevision" and len({n for c in counts for n in c}) > 1 and len(groups) > 1:
+            # its video processor stacks a call's videos into one tensor: rows whose clips differ in frame count
+            # (frame lists and fps rules give clips of different lengths) go in separate calls; greedy, so the
+            # replies are the same
+            out: list[str] = [""] * len(prompts)
+            for rows in groups.values():
+                replies = self._generate([prompts[i] for i in rows], [items[i] for i in rows], [visuals[i] for i in rows])
+                for i, text in zip(rows, replies):
+                    out[i] = text
+            return out
         texts = [self.processor.apply_chat_template(conversation(p, item, with_visuals), add_generation_prompt=True,
                                                     tokenize=False) for p, item in zip(prompts, items)]
-        videos, images = [], []
-        if with_visuals:
-            for prompt, item in zip(prompts, items):
-                for part in prompt.visual_parts(item):
-                    if isinstance(part, Visual):
-                        frames = sample_frames(part, self.rule)[0]
-                        (images.append(frames[0]) if part.is_still else videos.append(frames))
+        videos = [v for vs, _ in visuals for v in vs]
+        images = [i for _, ims in visuals for i in ims]
         kwargs: dict[str, Any] = {}
         if videos:
             kwargs |= {"videos": videos, "do_sample_frames": False}
