@@ -6,10 +6,11 @@ This one adds, per official sample, what a trainable encoder reads of its window
 to the recording, BENCHMARKS 1.3):
 
   video  k frames spread over the window (`video.sparse_timestamps`: the centres of k equal slices; k = the
-         encoder's pre-training count or `num_frames`), decoded inside the DataLoader worker that builds the
+         encoder's pre-training count: X-CLIP 8, VideoMAE 16, an image model its `num_frames`, which
+         `num_frames` may change for image models only), decoded inside the DataLoader worker that builds the
          sample (each worker opens its own reader per recording on first use, never before the fork), in time
-         order, then the encoder's own preprocessing: its training transform (augmentations) for train, its
-         inference transform otherwise. -> frames [B, k, 3, S, S]
+         order, then the encoder's own preprocessing (`clip_transform`): its training transform
+         (augmentations) for train, its inference transform otherwise. -> frames [B, k, 3, S, S]
   text   the window's transcript sentences (strict overlap), each encoded by the text tower and averaged
          (the frozen recipes' `text_pool=mean`, so the tower starts from exactly their window feature). A
          training window keeps at most `max_sentences` of them, drawn at random in time order (sparse
@@ -188,15 +189,15 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         self.text_encoder = self.bank.text_encoder if "text" in self.modalities else None
         self.video_encoder = video if "video" in self.modalities else None
         if "video" in self.modalities:
-            if video is None or not hasattr(video, "model") or not getattr(video, "averages_frames", False):
-                raise ValueError("all-layer video needs an open_clip-style encoder whose frame embeddings are averaged "
-                                 f"(encoder=clip_vit_b32, eva02_clip, tiny_clip); got "
+            if not hasattr(video, "trainable_tower"):
+                raise ValueError("all-layer video needs a video encoder with weights to train (encoder=clip_vit_b32, "
+                                 f"eva02_clip, tiny_clip, xclip, videomae); got "
                                  f"{getattr(video, 'identity', 'external features')}")
             self.num_frames = int(num_frames or video.num_frames)
-            from open_clip.transform import PreprocessCfg, image_transform_v2
-
-            cfg = PreprocessCfg(**video.model.visual.preprocess_cfg)
-            self.transforms = {True: image_transform_v2(cfg, is_train=augment), False: image_transform_v2(cfg, False)}
+            if not getattr(video, "averages_frames", False) and self.num_frames != video.num_frames:
+                raise ValueError(f"{video.identity} is a clip model trained on {video.num_frames} frames per clip; its "
+                                 f"tower takes exactly that many, not datamodule.num_frames={self.num_frames}")
+            self.transforms = {True: video.clip_transform(train=augment), False: video.clip_transform(train=False)}
         self.tokenizer = self.text_encoder.model.tokenizer if self.text_encoder is not None else None
 
     # ---------------------------------------------------------------------------------------------
@@ -204,11 +205,9 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
     def preprocess_frames(self, frames: np.ndarray, train: bool, seed: int) -> torch.Tensor:
         """uint8 [k, H, W, 3] -> float [k, 3, S, S] by the encoder's transform; the training transform's random
         draws come from `seed` (per sample and epoch), not from the worker's generator."""
-        from PIL import Image
-
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return torch.stack([self.transforms[train](Image.fromarray(f)) for f in frames])
+            return self.transforms[train](frames)
 
     def _index_split(self, split: str, samples=None) -> None:
         super()._index_split(split, samples)
