@@ -17,8 +17,11 @@ starts from exactly the frozen encoders' window features. Loss and Irrelevant ar
 `AllLayerModule` adds the paper's optimiser: AdamW (weight decay on matrices only, not on biases and norms,
 as CLIP fine-tuning does), an lr per tower, linear warm-up over the first `warmup_fraction` of the optimiser
 steps then cosine decay (transformers' get_cosine_schedule_with_warmup), stepped every optimiser step.
-Under an LFB head (`lfb=avg|cat`, text only), the text tower encodes every k-second cell of the window and the
-head aggregates them as models/heads.py's LFB Avg / Cat do; G is trained with its own lr (`lfb_lr`).
+Under an LFB head (`lfb=avg|cat`), the tower encodes every k-second cell of the window (text: the cell's joined
+sentences; video, with the DataModule's frames="cells": the cell's frames at the bank's fps, as the bank
+encodes a cell) and the head aggregates them as models/heads.py's LFB Avg / Cat do; G is trained with its own
+lr (`lfb_lr`). Without an LFB head, video cells give the window feature as the bank's dense one: the
+normalised mean of the window's cell features.
 Memory options: freeze the first N blocks of a tower (and everything before them), activation checkpointing;
 trainer.precision=bf16-mixed and trainer.accumulate_grad_batches come from Lightning.
 """
@@ -70,9 +73,9 @@ class TrainableTowers(nn.Module):
     def __init__(self, dim: int, modalities: str, video_encoder=None, text_encoder=None, video_freeze_blocks: int = 0,
                  text_freeze_blocks: int = 0, activation_checkpointing: bool = False, lfb: str | None = None,
                  lfb_options: dict | None = None):
-        """`lfb`: None (the window feature) or "avg" / "cat": the text tower encodes each k-second cell of the
-        window (its joined sentences, as the bank does) and that LFB head (models/heads.py, `lfb_options` its
-        arguments) aggregates them; text only (the DataModule's text_cells)."""
+        """`lfb`: None (the window feature) or "avg" / "cat": the tower encodes each k-second cell of the window
+        (as the bank does) and that LFB head (models/heads.py, `lfb_options` its arguments) aggregates them;
+        modalities=text (the DataModule's text_cells) or video (its frames="cells")."""
         super().__init__()
         self.modalities = modalities
         self.video = self.text = self.lfb = None
@@ -80,9 +83,9 @@ class TrainableTowers(nn.Module):
             from models.heads import LFBAvg, LFBCat
 
             heads = {"avg": LFBAvg, "cat": LFBCat}
-            if lfb not in heads or modalities != "text":
-                raise ValueError(f"lfb must be one of {tuple(heads)} with modalities=text, got {lfb!r} with "
-                                 f"{modalities!r}")
+            if lfb not in heads or modalities not in ("text", "video"):
+                raise ValueError(f"lfb must be one of {tuple(heads)} with modalities=text or video, got {lfb!r} "
+                                 f"with {modalities!r}")
             self.lfb = heads[lfb](dim, **(lfb_options or {}))
         if "video" in modalities:
             if not hasattr(video_encoder, "trainable_tower"):
@@ -131,12 +134,25 @@ class TrainableTowers(nn.Module):
         cells = rows[batch["cell_index"] + 1]
         return torch.cat([cells, cells], dim=-1)
 
+    def video_cells(self, batch: Batch) -> torch.Tensor:
+        """[B, M, Dv]: each window cell's clip feature (the DataModule's frames="cells"); padding is zero."""
+        if "cell_frames" not in batch:
+            raise ValueError("video cells need the DataModule's frames='cells' (datamodule.frames=cells)")
+        mask = batch.get("cell_frame_mask")
+        rows = self.video(batch["cell_frames"]) if mask is None else self.video(batch["cell_frames"], mask)
+        cell_mask = batch["cell_mask"]
+        cells = rows.new_zeros(*cell_mask.shape, rows.shape[-1])
+        cells[cell_mask] = rows  # cell_frames holds the cells sample by sample, in order
+        return cells
+
     def forward(self, batch: Batch) -> torch.Tensor:
         if self.lfb is not None:
-            return self.lfb({"cells": self.text_cells(batch), "cell_mask": batch["cell_mask"],
-                             "query_pos": batch["query_pos"]})
+            cells = self.text_cells(batch) if self.video is None else self.video_cells(batch)
+            return self.lfb({"cells": cells, "cell_mask": batch["cell_mask"], "query_pos": batch["query_pos"]})
         blocks = []
-        if self.video is not None:
+        if self.video is not None and "cell_frames" in batch:  # the bank's dense window feature
+            blocks.append(F.normalize(self.video_cells(batch).sum(1), dim=-1))
+        elif self.video is not None:
             blocks.append(self.video(batch["frames"]))
         if self.text is not None:
             t = self.text_feature(batch["text_ids"], batch["text_mask"], batch["text_weight"])

@@ -327,10 +327,15 @@ class FrameMeanTower(VideoTower):
         super().__init__()
         self.visual, self.dim = visual, int(dim)
 
-    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+    def forward(self, pixels: torch.Tensor, frame_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`frame_mask` [B, k]: clips of fewer than k frames, padded (only the frames marked True count)."""
         b, k = pixels.shape[:2]
-        frames = _normalize(self.visual(pixels.flatten(0, 1))).view(b, k, -1)
-        return _normalize(frames.mean(1))
+        if frame_mask is None:
+            frames = _normalize(self.visual(pixels.flatten(0, 1))).view(b, k, -1)
+            return _normalize(frames.mean(1))
+        rows = _normalize(self.visual(pixels[frame_mask]))  # padding frames are not encoded at all
+        owner = torch.arange(b, device=pixels.device).repeat_interleave(frame_mask.sum(1))
+        return _normalize(rows.new_zeros(b, rows.shape[1]).index_add(0, owner, rows))
 
     def blocks(self) -> torch.nn.ModuleList:
         # open_clip's own ViT, or a timm trunk (EVA02 and kin)

@@ -307,3 +307,45 @@ def test_text_tower_under_an_lfb_head_starts_from_the_frozen_lfb_head(root, tmp_
         torch.testing.assert_close(head(batch), reference(bank_batch), atol=3e-3, rtol=0)
     with pytest.raises(ValueError, match="modalities=text"):
         make(root, tmp_path / "bank", "video+text", minilm, tiny_clip(), text_cells=True)
+
+
+@pytest.mark.parametrize("family", ["open_clip", "videomae"])
+def test_video_cells_at_the_bank_fps_start_from_the_bank(root, tmp_path, minilm, family):
+    # frames="cells": each window cell's frames at the bank's fps through the tower give the bank's cell features
+    # (frames decoded at their own size and by the bank's backend here, so the pixels are the bank's)
+    from models.heads import LFBAvg
+
+    video = VIDEO_TOWERS[family]()
+    bank = {**BANK, "frame_size": 64}  # the synthetic videos' own size: the bank does not resize
+    args = dict(text_encoder=minilm, video_encoder=video, bank_config=bank, context_seconds=60.0, modalities="video")
+    dm = EncoderInputsDataModule(Spacewalk18(root), tmp_path / "bank", frames="cells", video_backend="pyav",
+                                 text_cells="avg", batch_size=3, eval_batch_size=4, **args)
+    dm.setup()
+    frozen = StepRecognitionDataModule(Spacewalk18(root), tmp_path / "bank", cells=True, batch_size=4,
+                                       eval_batch_size=4, **args)
+    frozen.setup()
+    batch, bank_batch = next(iter(dm.loader("test"))), next(iter(frozen.loader("test")))
+    assert torch.equal(batch["cell_mask"], bank_batch["cell_mask"])
+    assert torch.equal(batch["query_pos"], bank_batch["query_pos"])
+    frames_per_cell = 12 if family == "open_clip" else 4  # 12 s at 1 fps; a clip model's own count
+    assert batch["cell_frames"].shape[:2] == (int(batch["cell_mask"].sum()), frames_per_cell)
+    assert ("cell_frame_mask" in batch) == (family == "open_clip")
+    head = TrainableTowers(dm.feature_dim, "video", video_encoder=video).eval()
+    lfb = TrainableTowers(dm.feature_dim, "video", video_encoder=video, lfb="avg").eval()
+    reference = LFBAvg(dm.feature_dim)
+    reference.load_state_dict(lfb.lfb.state_dict())
+    with torch.no_grad():
+        cells = head.video_cells(batch)
+        torch.testing.assert_close(cells, bank_batch["cells"], atol=2e-3, rtol=0)  # the bank stores float16
+        # without an LFB head: the window feature is the bank's dense one, the normalised mean of its cells
+        dense = torch.from_numpy(np.asarray(frozen.splits["test"].clip[:4], np.float32))
+        torch.testing.assert_close(head(batch), dense, atol=2e-3, rtol=0)
+        torch.testing.assert_close(lfb(batch), reference(bank_batch), atol=3e-3, rtol=0)
+    # a training batch backpropagates through every cell into the tower
+    dm.trainer = None
+    train = next(iter(dm._loader("train", shuffle=True)))
+    lfb.train()
+    lfb(train).square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in lfb.video.parameters())
+    with pytest.raises(ValueError, match="frames=cells"):
+        EncoderInputsDataModule(Spacewalk18(root), tmp_path / "bank", text_cells="avg", **args)
