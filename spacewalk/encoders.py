@@ -612,12 +612,23 @@ class HFVideoEncoder:
         return _ClipTransform(self.image_processor, self.input_size, train)
 
 
-def _hf_weights(name_or_path: str | None, config) -> str:
+def _hf_weights(name_or_path: str | None, config, init_seed: int | None = None) -> str:
     if config is not None:
-        return f"random:{_config_digest(config.to_json_string(use_diff=False))}"
+        seed = "" if init_seed is None else f"(seed={int(init_seed)})"
+        return f"random{seed}:{_config_digest(config.to_json_string(use_diff=False))}"
     if name_or_path is None:
         raise ValueError("give name_or_path (a hub id or a local folder), or a config for a random model")
     return _weights_name(name_or_path)
+
+
+def _random_model(model_class, config, init_seed: int | None):
+    """A model of random weights from `config`; from init_seed's generator when given (not the global one), so
+    that a feature bank built with it and a run's trainable copy of it (all-layer) are the same network."""
+    if init_seed is None:
+        return model_class(config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(init_seed))
+        return model_class(config)
 
 
 def _input_size(image_size) -> int:
@@ -632,17 +643,19 @@ def _square_processor(image_size) -> object:
 
 
 def xclip_video_encoder(name_or_path: str | None = None, device: str = "cpu", batch_size: int = 8,
-                        config=None, tokenizer=None) -> HFVideoEncoder:
+                        config=None, tokenizer=None, init_seed: int | None = None) -> HFVideoEncoder:
     """name_or_path: a hub id (microsoft/xclip-base-patch32, ...) or a local folder with model, image
     processor and tokenizer. `config` (an XCLIPConfig) builds a random model instead; its text tower then
     needs `tokenizer`.
+    `init_seed`: the random model's weights from that seed (see _random_model).
     The text tower is X-CLIP's plain text embedding (`get_text_features`): the full model also shifts text
     by a video-conditioned prompt, which has no place in a bank of texts encoded once."""
     from transformers import AutoImageProcessor, AutoTokenizer, XCLIPModel
 
-    weights = _hf_weights(name_or_path, config)
+    weights = _hf_weights(name_or_path, config, init_seed)
     if config is not None:
-        model, processor = XCLIPModel(config), _square_processor(config.vision_config.image_size)
+        model = _random_model(XCLIPModel, config, init_seed)
+        processor = _square_processor(config.vision_config.image_size)
     else:
         model = XCLIPModel.from_pretrained(name_or_path)
         processor = AutoImageProcessor.from_pretrained(name_or_path)
@@ -679,15 +692,16 @@ def xclip_video_encoder(name_or_path: str | None = None, device: str = "cpu", ba
 
 
 def videomae_video_encoder(name_or_path: str | None = None, device: str = "cpu", batch_size: int = 8,
-                           config=None) -> HFVideoEncoder:
+                           config=None, init_seed: int | None = None) -> HFVideoEncoder:
     """name_or_path: a hub id (MCG-NJU/videomae-base, ...) or a local folder with model and image processor.
     The embedding is the mean of the last hidden state over all tokens (VideoMAEModel has no pooler).
-    `config` (a VideoMAEConfig) builds a random model instead. Video only: no text tower."""
+    `config` (a VideoMAEConfig) builds a random model instead (from `init_seed` when given). Video only: no
+    text tower."""
     from transformers import AutoImageProcessor, VideoMAEModel
 
-    weights = _hf_weights(name_or_path, config)
+    weights = _hf_weights(name_or_path, config, init_seed)
     if config is not None:
-        model, processor = VideoMAEModel(config), _square_processor(config.image_size)
+        model, processor = _random_model(VideoMAEModel, config, init_seed), _square_processor(config.image_size)
     else:
         model = VideoMAEModel.from_pretrained(name_or_path)
         processor = AutoImageProcessor.from_pretrained(name_or_path)
