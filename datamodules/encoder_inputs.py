@@ -46,9 +46,9 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from datamodules.global_batches import EpochPermutation, share
 from datamodules.step_recognition import StepRecognitionDataModule
+from spacewalk.encoders import uniform_frame_indices
 from spacewalk.errors import DataError
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
-from spacewalk.encoders import uniform_frame_indices
 from spacewalk.video import open_video, segment_timestamps, sparse_timestamps
 
 log = logging.getLogger(__name__)
