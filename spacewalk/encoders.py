@@ -434,7 +434,8 @@ class _ClipTransform:
             from torchvision.transforms import v2
 
             crop = v2.RandomResizedCrop(self.size, scale=(0.9, 1.0), antialias=True)
-            frames = crop(torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)).permute(0, 2, 3, 1).numpy()
+            clip = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # [k, 3, H, W]: one crop
+            frames = crop(clip).permute(0, 2, 3, 1).numpy()
         batch = self.processor([list(frames)], return_tensors="pt", input_data_format="channels_last")
         return batch["pixel_values"][0].to(torch.float32)
 
