@@ -6,10 +6,16 @@ This one adds, per official sample, what a trainable encoder reads of its window
 to the recording, BENCHMARKS 1.3):
 
   video  k frames spread over the window (`video.sparse_timestamps`: the centres of k equal slices; k = the
-         encoder's pre-training count or `num_frames`), decoded inside the DataLoader worker that builds the
+         encoder's pre-training count: X-CLIP 8, VideoMAE 16, an image model its `num_frames`, which
+         `num_frames` may change for image models only), decoded inside the DataLoader worker that builds the
          sample (each worker opens its own reader per recording on first use, never before the fork), in time
-         order, then the encoder's own preprocessing: its training transform (augmentations) for train, its
-         inference transform otherwise. -> frames [B, k, 3, S, S]
+         order, then the encoder's own preprocessing (`clip_transform`): its training transform
+         (augmentations) for train, its inference transform otherwise. -> frames [B, k, 3, S, S]
+         With `frames="cells"` instead: each of the window's cells (the bank's k-second grid) at the bank's fps
+         (1 fps by default), every cell a clip of its own, as the bank encodes cells (an image model reads all
+         of a cell's frames, a clip model its frames resampled to its count) -> cell_frames [C, F, 3, S, S]
+         (the batch's cells in order, sample by sample), cell_frame_mask [C, F] (image models: a recording's
+         last cell may be short), cell_mask [B, M], query_pos [B]
   text   the window's transcript sentences (strict overlap), each encoded by the text tower and averaged
          (the frozen recipes' `text_pool=mean`, so the tower starts from exactly their window feature). A
          training window keeps at most `max_sentences` of them, drawn at random in time order (sparse
@@ -40,9 +46,10 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from datamodules.global_batches import EpochPermutation, share
 from datamodules.step_recognition import StepRecognitionDataModule
+from spacewalk.encoders import uniform_frame_indices
 from spacewalk.errors import DataError
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
-from spacewalk.video import open_video, sparse_timestamps
+from spacewalk.video import open_video, segment_timestamps, sparse_timestamps
 
 log = logging.getLogger(__name__)
 
@@ -145,27 +152,44 @@ class _SampleInputs(Dataset):
             if split == "train" and owner.max_sentences is not None and len(ids) > owner.max_sentences:
                 ids = np.sort(rng.choice(ids, owner.max_sentences, replace=False))
             out["sentences"] = [(video_id, int(s)) for s in ids]
-        if "video" in owner.modalities:
+        if "video" in owner.modalities and owner.frames == "cells":
+            first, n = int(ix.first_cell[i]), int(ix.num_cells[i])
+            cells = owner.cell_times[video_id][first:first + n]
+            frames = self._decode(video_id, np.concatenate(cells), ix, i, split)
+            seed = int(rng.integers(2**31))
+            clips = np.split(frames, np.cumsum([len(c) for c in cells])[:-1])
+            if not owner.video_encoder.averages_frames:  # a clip model: as the bank encodes a cell
+                clips = [c[uniform_frame_indices(len(c), owner.num_frames)] for c in clips]
+            out["cell_frames"] = [owner.preprocess_frames(c, train=split == "train", seed=seed + j)
+                                  for j, c in enumerate(clips)]
+            out["query_pos"] = int(ix.query_pos[i])
+        elif "video" in owner.modalities:
             t = sparse_timestamps(float(windows.start[i]), float(windows.end[i]), owner.num_frames)
-            try:
-                frames = self._reader(video_id).frames_at(t)  # opening fails on the first sample of a bad file
-            except DataError as e:
-                raise DataError(f"cannot decode the frames at {np.round(t, 3).tolist()} s (sample "
-                                f"{int(ix.sample_id[i])}, {split}): {e}", item=video_id) from e
+            frames = self._decode(video_id, t, ix, i, split)
             out["frames"] = owner.preprocess_frames(frames, train=split == "train", seed=int(rng.integers(2**31)))
         return out
+
+    def _decode(self, video_id: str, t: np.ndarray, ix, i: int, split: str) -> np.ndarray:
+        try:
+            reader = self._reader(video_id)  # opening fails on the first sample of a bad file
+            return reader.frames_at(np.minimum(t, reader.duration) if self.owner.frames == "cells" else t)
+        except DataError as e:
+            raise DataError(f"cannot decode the frames at {np.round(t, 3).tolist()} s (sample "
+                            f"{int(ix.sample_id[i])}, {split}): {e}", item=video_id) from e
 
 
 class EncoderInputsDataModule(StepRecognitionDataModule):
     def __init__(self, *args, max_sentences: int | None = None, num_frames: int | None = None,
                  video_backend: str = "decord", text_chunk: int = 64, augment: bool = True,
-                 text_cells: bool | str | None = False, **kwargs):
+                 text_cells: bool | str | None = False, frames: str = "sparse", **kwargs):
         """The bank DataModule's arguments (its clip features are not used: the towers make their own), plus:
         `max_sentences` per training window (None: all), `num_frames` k (None: the video encoder's count),
         `video_backend` decord | pyav, `text_chunk` sentences per tokenised chunk, `augment` the encoder's
         training transform on train frames (else its inference transform everywhere). `text_cells` (any true
         value, e.g. the LFB head's name): the window's k-second cells as texts for the text tower under an LFB
-        head (text only)."""
+        head (text only). `frames`: "sparse" (k frames spread over the window) or "cells" (the window's cells
+        at the bank's fps, each a clip: for the window feature as the bank's dense one, or an LFB head; video
+        only)."""
         kwargs.pop("frame_sampling", None)
         kwargs.pop("cells", None)
         # dense: the bank's clip feature needs no per-frame features; no cells: no LFB head reads them here
@@ -173,11 +197,21 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         if max_sentences is not None and max_sentences < 1:
             raise ValueError(f"max_sentences must be positive or None, got {max_sentences}")
         self.max_sentences = max_sentences
-        self.text_cells = bool(text_cells)
-        if self.text_cells and self.modalities != "text":
-            raise ValueError("text_cells (a trainable text tower under an LFB head) needs modalities=text: video "
-                             f"cells would need every cell's frames decoded per sample (got {self.modalities!r})")
+        if frames not in ("sparse", "cells"):
+            raise ValueError(f"frames must be 'sparse' or 'cells', got {frames!r}")
+        if frames == "cells" and self.modalities != "video":
+            raise ValueError(f"frames='cells' reads the video cells of modalities=video, got {self.modalities!r}")
+        # text_cells is the config's "an LFB head reads the window's cells": texts for the text tower; the video
+        # tower's cells are frames="cells"
+        if text_cells and self.modalities == "video" and frames != "cells":
+            raise ValueError("an LFB head over the video tower reads the window's cells: set datamodule.frames=cells")
+        if text_cells and self.modalities not in ("text", "video"):
+            raise ValueError("text_cells (a trainable tower under an LFB head) needs modalities=text or video, got "
+                             f"{self.modalities!r}")
+        self.text_cells = bool(text_cells) and self.modalities == "text"
         self.cell_texts: dict[str, list[str]] = {}  # per recording: the joined text of each bank cell
+        self.frames = frames
+        self.cell_times: dict[str, list[np.ndarray]] = {}  # per recording: each bank cell's frame timestamps
         self.video_backend = video_backend
         self.text_chunk = int(text_chunk)
         self.augment = augment
@@ -188,15 +222,15 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         self.text_encoder = self.bank.text_encoder if "text" in self.modalities else None
         self.video_encoder = video if "video" in self.modalities else None
         if "video" in self.modalities:
-            if video is None or not hasattr(video, "model") or not getattr(video, "averages_frames", False):
-                raise ValueError("all-layer video needs an open_clip-style encoder whose frame embeddings are averaged "
-                                 f"(encoder=clip_vit_b32, eva02_clip, tiny_clip); got "
+            if not hasattr(video, "trainable_tower"):
+                raise ValueError("all-layer video needs a video encoder with weights to train (encoder=clip_vit_b32, "
+                                 f"eva02_clip, tiny_clip, xclip, videomae); got "
                                  f"{getattr(video, 'identity', 'external features')}")
             self.num_frames = int(num_frames or video.num_frames)
-            from open_clip.transform import PreprocessCfg, image_transform_v2
-
-            cfg = PreprocessCfg(**video.model.visual.preprocess_cfg)
-            self.transforms = {True: image_transform_v2(cfg, is_train=augment), False: image_transform_v2(cfg, False)}
+            if not getattr(video, "averages_frames", False) and self.num_frames != video.num_frames:
+                raise ValueError(f"{video.identity} is a clip model trained on {video.num_frames} frames per clip; its "
+                                 f"tower takes exactly that many, not datamodule.num_frames={self.num_frames}")
+            self.transforms = {True: video.clip_transform(train=augment), False: video.clip_transform(train=False)}
         self.tokenizer = self.text_encoder.model.tokenizer if self.text_encoder is not None else None
 
     # ---------------------------------------------------------------------------------------------
@@ -204,11 +238,9 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
     def preprocess_frames(self, frames: np.ndarray, train: bool, seed: int) -> torch.Tensor:
         """uint8 [k, H, W, 3] -> float [k, 3, S, S] by the encoder's transform; the training transform's random
         draws come from `seed` (per sample and epoch), not from the worker's generator."""
-        from PIL import Image
-
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return torch.stack([self.transforms[train](Image.fromarray(f)) for f in frames])
+            return self.transforms[train](frames)
 
     def _index_split(self, split: str, samples=None) -> None:
         super()._index_split(split, samples)
@@ -221,6 +253,11 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
             end = np.minimum(t + self.context_seconds / 2, rec.duration)
             starts.append(start)
             ends.append(end)
+            if self.frames == "cells" and video_id not in self.cell_times:
+                # the bank's own cell frames (spacewalk/feature_bank.py: FeatureBank._video_arrays)
+                cfg = self.bank.config
+                self.cell_times[video_id] = [c.timestamps for c in segment_timestamps(
+                    0.0, rec.duration, cfg.segment_seconds, cfg.fps, duration=rec.duration)]
             if self.text_cells and video_id not in self.cell_texts:
                 # the bank's own cell rule (spacewalk/feature_bank.py: cell_text)
                 index = TranscriptIndex(rec.transcript)
@@ -247,7 +284,10 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         if items[0].padding:
             batch["label"] = torch.zeros_like(batch["label"])
         batch["labelled_total"] = torch.tensor(items[0].labelled_total)
-        if "video" in self.modalities:
+        if "video" in self.modalities and self.frames == "cells":
+            batch |= self.collate_cells([p["cell_frames"] for p in parts])
+            batch["query_pos"] = torch.tensor([p["query_pos"] for p in parts])
+        elif "video" in self.modalities:
             batch["frames"] = torch.stack([p["frames"] for p in parts])
         if "text" in self.modalities and not self.text_cells:
             batch |= self.tokenize_windows([p["sentences"] for p in parts])
@@ -255,6 +295,24 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
             batch |= self.tokenize_cells([p["cells"] for p in parts])
             batch["query_pos"] = torch.tensor([p["query_pos"] for p in parts])
         return batch
+
+    def collate_cells(self, windows: Sequence[Sequence[torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """Every window's cells [f, 3, S, S] -> cell_frames [C, F, 3, S, S] padded to the longest cell,
+        cell_frame_mask [C, F] (image models only: a clip model's cells all have its frame count), and
+        cell_mask [B, M] (sample b's cells are the next cell_mask[b].sum() rows of cell_frames)."""
+        cells = [c for w in windows for c in w]
+        f = max(len(c) for c in cells)
+        frames = cells[0].new_zeros(len(cells), f, *cells[0].shape[1:])
+        frame_mask = torch.zeros(len(cells), f, dtype=torch.bool)
+        for j, c in enumerate(cells):
+            frames[j, :len(c)] = c
+            frame_mask[j, :len(c)] = True
+        m = max(len(w) for w in windows)
+        cell_mask = torch.arange(m)[None, :] < torch.tensor([len(w) for w in windows])[:, None]
+        out = {"cell_frames": frames, "cell_mask": cell_mask}
+        if self.video_encoder.averages_frames:
+            out["cell_frame_mask"] = frame_mask
+        return out
 
     def _tokenize(self, texts: list[str], order: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         ids, masks = [], []
