@@ -18,6 +18,10 @@ to the recording, BENCHMARKS 1.3):
          -> text_ids / text_mask: lists of [n_c, L_c] chunks, text_weight [B, U] (1 where sentence u is in
          sample b's window; the tower normalises the sum)
 
+What reads one window (WindowInputs: its sentences, its decoded frames, the tokenising) and the loaders of
+global-batch shares with mid-epoch resuming (ShareLoaders) are shared with the retrieval DataModule
+(datamodules/intra_video_retrieval_encoder_inputs.py), which reads three windows per sample.
+
 Everything random (the sentences kept, the augmentation's draws) comes from (seed, epoch, sample) alone, so a
 run is the same with any number of workers or processes and after resuming. Global batches are the bank
 DataModule's (datamodules/global_batches.py), but each process decodes only its own share: the batch sampler
@@ -65,9 +69,10 @@ class ShareBatchSampler(BatchSampler):
     process yields its share, as Items. `sampler` is the permutation, where Lightning calls set_epoch."""
 
     def __init__(self, n: int, batch_size: int, shuffle: bool, seed: int, rank: int, world_size: int,
-                 labels: np.ndarray):
+                 labelled: np.ndarray):
+        """`labelled` [n] bool: the samples with a loss (step recognition: labels 1..K; retrieval: all)."""
         super().__init__(EpochPermutation(n, shuffle, seed), int(batch_size), drop_last=False)
-        self.rank, self.world_size, self.labels = rank, world_size, np.asarray(labels)
+        self.rank, self.world_size, self.labelled = rank, world_size, np.asarray(labelled, dtype=bool)
         self.skip: tuple[int, int] | None = None  # (epoch, batches) to skip when resuming mid-epoch
 
     def __iter__(self) -> Iterator[list[Item]]:
@@ -79,7 +84,7 @@ class ShareBatchSampler(BatchSampler):
                 continue
             global_batch = np.asarray(global_batch)
             part, padding = share(global_batch, self.rank, self.world_size)
-            total = int((self.labels[global_batch] > 0).sum())
+            total = int(self.labelled[global_batch].sum())
             yield [Item(int(i), epoch, total, padding) for i in part]
 
 
@@ -102,92 +107,27 @@ class ResumableLoader(DataLoader):
             self.batch_sampler.skip = (int(state["epoch"]), int(state["batches_done"]))
 
 
-@dataclass
-class _Windows:
-    """Per-sample window inputs of one split (rows as in the bank DataModule's split index)."""
+class WindowInputs:
+    """What a trainable encoder reads of one window [start, end] of a recording (the module docstring): the
+    window's sentences and k decoded, preprocessed frames, and the tokenising of a batch's windows. Shared by
+    the step-recognition DataModule below and the retrieval one (datamodules/intra_video_retrieval_encoder_inputs.py,
+    three windows per sample)."""
 
-    start: np.ndarray  # float [N] window start, seconds
-    end: np.ndarray  # float [N]
-    sentences: list[np.ndarray]  # per sample: indices into its recording's transcript
-
-
-class _SampleInputs(Dataset):
-    """Item -> the sample's frames and sentence ids; runs in the DataLoader worker (readers opened there)."""
-
-    def __init__(self, owner: "EncoderInputsDataModule", split: str):
-        self.owner, self.split = owner, split
-        self.readers: dict[str, Any] = {}  # per worker process: opened on first use, after the fork
-
-    def __len__(self) -> int:
-        return len(self.owner.splits[self.split].label)
-
-    def _reader(self, video_id: str):
-        if video_id not in self.readers:
-            rec = self.owner.dataset.recordings[video_id]
-            if not rec.has_video:
-                raise DataError("no video file for the video modality", file=rec.video_path, item=video_id)
-            self.readers[video_id] = open_video(rec.video_path, self.owner.video_backend)
-        return self.readers[video_id]
-
-    def __getitem__(self, item: Item) -> dict[str, Any]:
-        owner, split = self.owner, self.split
-        ix, windows = owner.splits[split], owner.windows[split]
-        i = item.index
-        rng = sample_rng(owner.seed, item.epoch, i, split)
-        out: dict[str, Any] = {"item": item}
-        video_id = owner.video_ids[split][ix.recording[i]]
-        if owner.text_cells:  # an LFB head reads the cells, not the window feature
-            first, n = int(ix.first_cell[i]), int(ix.num_cells[i])
-            out["cells"] = [(video_id, j) for j in range(first, first + n)]
-            out["query_pos"] = int(ix.query_pos[i])
-        elif "text" in owner.modalities:
-            ids = windows.sentences[i]
-            if split == "train" and owner.max_sentences is not None and len(ids) > owner.max_sentences:
-                ids = np.sort(rng.choice(ids, owner.max_sentences, replace=False))
-            out["sentences"] = [(video_id, int(s)) for s in ids]
-        if "video" in owner.modalities:
-            t = sparse_timestamps(float(windows.start[i]), float(windows.end[i]), owner.num_frames)
-            try:
-                frames = self._reader(video_id).frames_at(t)  # opening fails on the first sample of a bad file
-            except DataError as e:
-                raise DataError(f"cannot decode the frames at {np.round(t, 3).tolist()} s (sample "
-                                f"{int(ix.sample_id[i])}, {split}): {e}", item=video_id) from e
-            out["frames"] = owner.preprocess_frames(frames, train=split == "train", seed=int(rng.integers(2**31)))
-        return out
-
-
-class EncoderInputsDataModule(StepRecognitionDataModule):
-    def __init__(self, *args, max_sentences: int | None = None, num_frames: int | None = None,
-                 video_backend: str = "decord", text_chunk: int = 64, augment: bool = True,
-                 text_cells: bool | str | None = False, **kwargs):
-        """The bank DataModule's arguments (its clip features are not used: the towers make their own), plus:
-        `max_sentences` per training window (None: all), `num_frames` k (None: the video encoder's count),
-        `video_backend` decord | pyav, `text_chunk` sentences per tokenised chunk, `augment` the encoder's
-        training transform on train frames (else its inference transform everywhere). `text_cells` (any true
-        value, e.g. the LFB head's name): the window's k-second cells as texts for the text tower under an LFB
-        head (text only)."""
-        kwargs.pop("frame_sampling", None)
-        kwargs.pop("cells", None)
-        # dense: the bank's clip feature needs no per-frame features; no cells: no LFB head reads them here
-        super().__init__(*args, frame_sampling="dense", cells=False, **kwargs)
+    def __init__(self, dataset, modalities: str, text_encoder=None, video_encoder=None,
+                 max_sentences: int | None = None, num_frames: int | None = None, video_backend: str = "decord",
+                 text_chunk: int = 64, augment: bool = True):
         if max_sentences is not None and max_sentences < 1:
             raise ValueError(f"max_sentences must be positive or None, got {max_sentences}")
+        self.dataset, self.modalities = dataset, modalities
         self.max_sentences = max_sentences
-        self.text_cells = bool(text_cells)
-        if self.text_cells and self.modalities != "text":
-            raise ValueError("text_cells (a trainable text tower under an LFB head) needs modalities=text: video "
-                             f"cells would need every cell's frames decoded per sample (got {self.modalities!r})")
-        self.cell_texts: dict[str, list[str]] = {}  # per recording: the joined text of each bank cell
         self.video_backend = video_backend
         self.text_chunk = int(text_chunk)
         self.augment = augment
-        self.windows: dict[str, _Windows] = {}
-        self.resume_skip: tuple[int, int] | None = None  # (epoch, batches) from a mid-epoch checkpoint
-        self.train_sampler: ShareBatchSampler | None = None
-        video = self.bank.video_encoder
-        self.text_encoder = self.bank.text_encoder if "text" in self.modalities else None
-        self.video_encoder = video if "video" in self.modalities else None
-        if "video" in self.modalities:
+        self.text_encoder = text_encoder if "text" in modalities else None
+        self.video_encoder = video_encoder if "video" in modalities else None
+        self.num_frames = None
+        if "video" in modalities:
+            video = video_encoder
             if video is None or not hasattr(video, "model") or not getattr(video, "averages_frames", False):
                 raise ValueError("all-layer video needs an open_clip-style encoder whose frame embeddings are averaged "
                                  f"(encoder=clip_vit_b32, eva02_clip, tiny_clip); got "
@@ -197,9 +137,45 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
 
             cfg = PreprocessCfg(**video.model.visual.preprocess_cfg)
             self.transforms = {True: image_transform_v2(cfg, is_train=augment), False: image_transform_v2(cfg, False)}
+        if "text" in modalities and text_encoder is None:
+            raise ValueError(f"modalities={modalities!r} needs a text encoder")
         self.tokenizer = self.text_encoder.model.tokenizer if self.text_encoder is not None else None
 
-    # ---------------------------------------------------------------------------------------------
+    def window_sentences(self, rec, start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
+        """Per window [start_i, end_i] of recording `rec`: its non-blank sentences (strict overlap, the bank
+        recipes' rule), as indices into the transcript; empty lists without the text modality."""
+        if "text" not in self.modalities:
+            return [np.zeros(0, np.int64)] * len(start)
+        index = TranscriptIndex(rec.transcript)
+        nonblank = np.array([bool(s.text.strip()) for s in rec.transcript], dtype=bool)
+        out = []
+        for a, b in zip(start, end):
+            ids = index.indices_in(Window(float(a), float(b)))
+            out.append(ids[nonblank[ids]])  # blank sentences encode to nothing (zero rows)
+        return out
+
+    def draw_sentences(self, ids: np.ndarray, train: bool, rng: np.random.Generator) -> np.ndarray:
+        """A training window keeps at most max_sentences, drawn in time order; evaluation keeps all."""
+        if train and self.max_sentences is not None and len(ids) > self.max_sentences:
+            return np.sort(rng.choice(ids, self.max_sentences, replace=False))
+        return ids
+
+    def frames(self, readers: dict[str, Any], video_id: str, start: float, end: float, train: bool,
+               rng: np.random.Generator, what: str) -> torch.Tensor:
+        """k frames of the window, decoded with this worker's `readers` (opened on first use) and preprocessed:
+        [k, 3, S, S]. `what` names the sample in a decoding error."""
+        rec = self.dataset.recordings[video_id]
+        if not rec.has_video:
+            raise DataError("no video file for the video modality", file=rec.video_path, item=video_id)
+        t = sparse_timestamps(float(start), float(end), self.num_frames)
+        try:
+            if video_id not in readers:  # opening fails on the first sample of a bad file
+                readers[video_id] = open_video(rec.video_path, self.video_backend)
+            frames = readers[video_id].frames_at(t)
+        except DataError as e:
+            raise DataError(f"cannot decode the frames at {np.round(t, 3).tolist()} s ({what}): {e}",
+                            item=video_id) from e
+        return self.preprocess_frames(frames, train=train, seed=int(rng.integers(2**31)))
 
     def preprocess_frames(self, frames: np.ndarray, train: bool, seed: int) -> torch.Tensor:
         """uint8 [k, H, W, 3] -> float [k, 3, S, S] by the encoder's transform; the training transform's random
@@ -210,53 +186,8 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
             torch.manual_seed(seed)
             return torch.stack([self.transforms[train](Image.fromarray(f)) for f in frames])
 
-    def _index_split(self, split: str, samples=None) -> None:
-        super()._index_split(split, samples)
-        ix = self.splits[split]
-        starts, ends, sentences = [], [], []
-        for r, video_id in enumerate(self.video_ids[split]):
-            rec = self.dataset.recordings[video_id]
-            t = np.array([s.timestamp for s in self.samples[split][video_id]], dtype=np.float64)
-            start = np.maximum(t - self.context_seconds / 2, 0.0)
-            end = np.minimum(t + self.context_seconds / 2, rec.duration)
-            starts.append(start)
-            ends.append(end)
-            if self.text_cells and video_id not in self.cell_texts:
-                # the bank's own cell rule (spacewalk/feature_bank.py: cell_text)
-                index = TranscriptIndex(rec.transcript)
-                k, n = self.bank.config.segment_seconds, self.bank.load(video_id).num_cells
-                self.cell_texts[video_id] = [index.text_in(Window(j * k, min((j + 1) * k, rec.duration)))
-                                             for j in range(n)]
-            if "text" in self.modalities:
-                index = TranscriptIndex(rec.transcript)
-                nonblank = np.array([bool(s.text.strip()) for s in rec.transcript], dtype=bool)
-                for a, b in zip(start, end):
-                    ids = index.indices_in(Window(float(a), float(b)))
-                    sentences.append(ids[nonblank[ids]])  # blank sentences encode to nothing (zero rows)
-            else:
-                sentences += [np.zeros(0, np.int64)] * len(t)
-        assert sum(len(s) for s in starts) == len(ix.label)
-        self.windows[split] = _Windows(np.concatenate(starts), np.concatenate(ends), sentences)
-
-    # ---------------------------------------------------------------------------------------------
-
-    def collate_items(self, split: str, parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        items = [p["item"] for p in parts]
-        batch = self.collate(split, [it.index for it in items])
-        batch.pop("clip")  # the towers make the clip feature from the inputs below
-        if items[0].padding:
-            batch["label"] = torch.zeros_like(batch["label"])
-        batch["labelled_total"] = torch.tensor(items[0].labelled_total)
-        if "video" in self.modalities:
-            batch["frames"] = torch.stack([p["frames"] for p in parts])
-        if "text" in self.modalities and not self.text_cells:
-            batch |= self.tokenize_windows([p["sentences"] for p in parts])
-        if self.text_cells:
-            batch |= self.tokenize_cells([p["cells"] for p in parts])
-            batch["query_pos"] = torch.tensor([p["query_pos"] for p in parts])
-        return batch
-
-    def _tokenize(self, texts: list[str], order: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def tokenize(self, texts: list[str], order: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """texts in `order`, tokenised in chunks of `text_chunk`."""
         ids, masks = [], []
         for c in range(0, len(order), self.text_chunk):
             chunk = [texts[u] for u in order[c:c + self.text_chunk]]
@@ -266,26 +197,9 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
             masks.append(tokens["attention_mask"])
         return ids, masks
 
-    def tokenize_cells(self, windows: Sequence[Sequence[tuple[str, int]]]) -> dict[str, Any]:
-        """The batch's distinct non-silent cells, tokenised in chunks sorted by length; cell_index [B, M] is
-        each window cell's row among them (-1: a silent cell, zero as in the bank; padding is cell_mask False)."""
-        distinct = sorted({c for w in windows for c in w if self.cell_texts[c[0]][c[1]].strip()})
-        texts = [self.cell_texts[v][j] for v, j in distinct]
-        order = sorted(range(len(texts)), key=lambda u: len(texts[u]))
-        position = {distinct[u]: p for p, u in enumerate(order)}
-        m = max(len(w) for w in windows)
-        index = torch.full((len(windows), m), -1, dtype=torch.long)
-        mask = torch.zeros(len(windows), m, dtype=torch.bool)
-        for b, w in enumerate(windows):
-            mask[b, :len(w)] = True
-            for j, c in enumerate(w):
-                index[b, j] = position.get(c, -1)
-        ids, masks = self._tokenize(texts, order)
-        return {"cell_text_ids": ids, "cell_text_mask": masks, "cell_index": index, "cell_mask": mask}
-
     def tokenize_windows(self, windows: Sequence[Sequence[tuple[str, int]]]) -> dict[str, Any]:
-        """The distinct sentences of the batch's windows, tokenised in chunks sorted by length (little padding),
-        and text_weight [B, U] over them (U in chunk order)."""
+        """The distinct sentences (video_id, index) of the batch's windows, tokenised in chunks sorted by length
+        (little padding), and text_weight [B, U] over them (U in chunk order)."""
         distinct = sorted({s for w in windows for s in w})
         texts = [self.dataset.recordings[v].transcript[j].text for v, j in distinct]
         order = sorted(range(len(texts)), key=lambda u: len(texts[u]))
@@ -294,8 +208,31 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         for b, w in enumerate(windows):
             for s in w:
                 weight[b, position[s]] = 1.0
-        ids, masks = self._tokenize(texts, order)
+        ids, masks = self.tokenize(texts, order)
         return {"text_ids": ids, "text_mask": masks, "text_weight": weight}
+
+
+class ShareLoaders:
+    """Train/val/test loaders of global batches of which this process decodes its share (ShareBatchSampler), and
+    mid-epoch resuming (the DataModule's state_dict in every checkpoint). Mixed into a LightningDataModule that
+    has `batch_size`, `eval_batch_size`, `num_workers`, `seed` and sets `resume_skip = None`,
+    `train_sampler = None`."""
+
+    def share_loader(self, split: str, shuffle: bool, dataset: Dataset, collate: Callable, labelled: np.ndarray,
+                     name: str) -> DataLoader:
+        trainer = self.trainer
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        if world > 1 and trainer._accelerator_connector.use_distributed_sampler:
+            raise ValueError(f"the {name} loader splits global batches across processes itself: "
+                             "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
+        sampler = ShareBatchSampler(len(labelled), self.batch_size if split == "train" else self.eval_batch_size,
+                                    shuffle, self.seed, rank, world, labelled)
+        if split == "train":
+            self.train_sampler = sampler
+            sampler.skip = self.resume_skip
+        return ResumableLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
+                               persistent_workers=self.num_workers > 0,
+                               progress=self._progress if split == "train" and trainer is not None else None)
 
     def state_dict(self) -> dict[str, int]:
         """Saved in every checkpoint: the epoch and the train batches the trainer has finished in it."""
@@ -315,27 +252,141 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         trainer = self.trainer
         return trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
+
+@dataclass
+class _Windows:
+    """Per-sample window inputs of one split (rows as in the bank DataModule's split index)."""
+
+    start: np.ndarray  # float [N] window start, seconds
+    end: np.ndarray  # float [N]
+    sentences: list[np.ndarray]  # per sample: indices into its recording's transcript
+
+
+class _SampleInputs(Dataset):
+    """Item -> the sample's frames and sentence ids; runs in the DataLoader worker (readers opened there)."""
+
+    def __init__(self, owner: "EncoderInputsDataModule", split: str):
+        self.owner, self.split = owner, split
+        self.readers: dict[str, Any] = {}  # per worker process: opened on first use, after the fork
+
+    def __len__(self) -> int:
+        return len(self.owner.splits[self.split].label)
+
+    def __getitem__(self, item: Item) -> dict[str, Any]:
+        owner, split = self.owner, self.split
+        ix, windows, inputs = owner.splits[split], owner.windows[split], owner.inputs
+        i = item.index
+        rng = sample_rng(owner.seed, item.epoch, i, split)
+        out: dict[str, Any] = {"item": item}
+        video_id = owner.video_ids[split][ix.recording[i]]
+        if owner.text_cells:  # an LFB head reads the cells, not the window feature
+            first, n = int(ix.first_cell[i]), int(ix.num_cells[i])
+            out["cells"] = [(video_id, j) for j in range(first, first + n)]
+            out["query_pos"] = int(ix.query_pos[i])
+        elif "text" in owner.modalities:
+            ids = inputs.draw_sentences(windows.sentences[i], split == "train", rng)
+            out["sentences"] = [(video_id, int(s)) for s in ids]
+        if "video" in owner.modalities:
+            out["frames"] = inputs.frames(self.readers, video_id, windows.start[i], windows.end[i], split == "train",
+                                          rng, f"sample {int(ix.sample_id[i])}, {split}")
+        return out
+
+
+class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
+    def __init__(self, *args, max_sentences: int | None = None, num_frames: int | None = None,
+                 video_backend: str = "decord", text_chunk: int = 64, augment: bool = True,
+                 text_cells: bool | str | None = False, **kwargs):
+        """The bank DataModule's arguments (its clip features are not used: the towers make their own), plus:
+        `max_sentences` per training window (None: all), `num_frames` k (None: the video encoder's count),
+        `video_backend` decord | pyav, `text_chunk` sentences per tokenised chunk, `augment` the encoder's
+        training transform on train frames (else its inference transform everywhere). `text_cells` (any true
+        value, e.g. the LFB head's name): the window's k-second cells as texts for the text tower under an LFB
+        head (text only)."""
+        kwargs.pop("frame_sampling", None)
+        kwargs.pop("cells", None)
+        # dense: the bank's clip feature needs no per-frame features; no cells: no LFB head reads them here
+        super().__init__(*args, frame_sampling="dense", cells=False, **kwargs)
+        self.text_cells = bool(text_cells)
+        if self.text_cells and self.modalities != "text":
+            raise ValueError("text_cells (a trainable text tower under an LFB head) needs modalities=text: video "
+                             f"cells would need every cell's frames decoded per sample (got {self.modalities!r})")
+        self.cell_texts: dict[str, list[str]] = {}  # per recording: the joined text of each bank cell
+        self.windows: dict[str, _Windows] = {}
+        self.resume_skip: tuple[int, int] | None = None  # (epoch, batches) from a mid-epoch checkpoint
+        self.train_sampler: ShareBatchSampler | None = None
+        self.inputs = WindowInputs(self.dataset, self.modalities, self.bank.text_encoder, self.bank.video_encoder,
+                                   max_sentences=max_sentences, num_frames=num_frames, video_backend=video_backend,
+                                   text_chunk=text_chunk, augment=augment)
+        self.text_encoder, self.video_encoder = self.inputs.text_encoder, self.inputs.video_encoder
+        self.num_frames = self.inputs.num_frames
+
+    # ---------------------------------------------------------------------------------------------
+
+    def _index_split(self, split: str, samples=None) -> None:
+        super()._index_split(split, samples)
+        ix = self.splits[split]
+        starts, ends, sentences = [], [], []
+        for r, video_id in enumerate(self.video_ids[split]):
+            rec = self.dataset.recordings[video_id]
+            t = np.array([s.timestamp for s in self.samples[split][video_id]], dtype=np.float64)
+            start = np.maximum(t - self.context_seconds / 2, 0.0)
+            end = np.minimum(t + self.context_seconds / 2, rec.duration)
+            starts.append(start)
+            ends.append(end)
+            if self.text_cells and video_id not in self.cell_texts:
+                # the bank's own cell rule (spacewalk/feature_bank.py: cell_text)
+                index = TranscriptIndex(rec.transcript)
+                k, n = self.bank.config.segment_seconds, self.bank.load(video_id).num_cells
+                self.cell_texts[video_id] = [index.text_in(Window(j * k, min((j + 1) * k, rec.duration)))
+                                             for j in range(n)]
+            sentences += self.inputs.window_sentences(rec, start, end)
+        assert sum(len(s) for s in starts) == len(ix.label)
+        self.windows[split] = _Windows(np.concatenate(starts), np.concatenate(ends), sentences)
+
+    # ---------------------------------------------------------------------------------------------
+
+    def collate_items(self, split: str, parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        items = [p["item"] for p in parts]
+        batch = self.collate(split, [it.index for it in items])
+        batch.pop("clip")  # the towers make the clip feature from the inputs below
+        if items[0].padding:
+            batch["label"] = torch.zeros_like(batch["label"])
+        batch["labelled_total"] = torch.tensor(items[0].labelled_total)
+        if "video" in self.modalities:
+            batch["frames"] = torch.stack([p["frames"] for p in parts])
+        if "text" in self.modalities and not self.text_cells:
+            batch |= self.inputs.tokenize_windows([p["sentences"] for p in parts])
+        if self.text_cells:
+            batch |= self.tokenize_cells([p["cells"] for p in parts])
+            batch["query_pos"] = torch.tensor([p["query_pos"] for p in parts])
+        return batch
+
+    def tokenize_cells(self, windows: Sequence[Sequence[tuple[str, int]]]) -> dict[str, Any]:
+        """The batch's distinct non-silent cells, tokenised in chunks sorted by length; cell_index [B, M] is
+        each window cell's row among them (-1: a silent cell, zero as in the bank; padding is cell_mask False)."""
+        distinct = sorted({c for w in windows for c in w if self.cell_texts[c[0]][c[1]].strip()})
+        texts = [self.cell_texts[v][j] for v, j in distinct]
+        order = sorted(range(len(texts)), key=lambda u: len(texts[u]))
+        position = {distinct[u]: p for p, u in enumerate(order)}
+        m = max(len(w) for w in windows)
+        index = torch.full((len(windows), m), -1, dtype=torch.long)
+        mask = torch.zeros(len(windows), m, dtype=torch.bool)
+        for b, w in enumerate(windows):
+            mask[b, :len(w)] = True
+            for j, c in enumerate(w):
+                index[b, j] = position.get(c, -1)
+        ids, masks = self.inputs.tokenize(texts, order)
+        return {"cell_text_ids": ids, "cell_text_mask": masks, "cell_index": index, "cell_mask": mask}
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         from functools import partial
 
-        trainer = self.trainer
-        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
-        if world > 1 and trainer._accelerator_connector.use_distributed_sampler:
-            raise ValueError("the step-recognition loader splits global batches across processes itself: "
-                             "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
-        ix = self.splits[split]
-        sampler = ShareBatchSampler(len(ix.label), self.batch_size if split == "train" else self.eval_batch_size,
-                                    shuffle, self.seed, rank, world, ix.label)
-        if split == "train":
-            self.train_sampler = sampler
-            sampler.skip = self.resume_skip
-        return ResumableLoader(_SampleInputs(self, split), batch_sampler=sampler, num_workers=self.num_workers,
-                               collate_fn=partial(self.collate_items, split), persistent_workers=self.num_workers > 0,
-                               progress=self._progress if split == "train" and trainer is not None else None)
+        return self.share_loader(split, shuffle, _SampleInputs(self, split), partial(self.collate_items, split),
+                                 self.splits[split].label > 0, "step-recognition")
 
     def loader(self, name: str) -> DataLoader:
         ix = self.splits[name]
-        sampler = ShareBatchSampler(len(ix.label), self.eval_batch_size, False, self.seed, 0, 1, ix.label)
+        sampler = ShareBatchSampler(len(ix.label), self.eval_batch_size, False, self.seed, 0, 1, ix.label > 0)
         from functools import partial
 
         return DataLoader(_SampleInputs(self, name), batch_sampler=sampler,
