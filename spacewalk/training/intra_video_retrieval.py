@@ -124,9 +124,13 @@ def _lightning(cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, A
         best_val_loss = float(val_metrics[0].get("val/loss", float("nan")))
     if not cfg.get("test", True):
         close_loggers(trainer)
+        if not trainer.is_global_zero:
+            return {"val": model.split_results["val"], "best_val_loss": best_val_loss}
         return _validate_only(datamodule, output_dir, model.split_results["val"], best_val_loss)
     trainer.test(model, datamodule=datamodule, ckpt_path=best, verbose=False)
     close_loggers(trainer)
+    if not trainer.is_global_zero:  # under DDP every process holds the gathered results; one writes them
+        return {"test": model.test_results, "val": model.split_results.get("val"), "best_val_loss": best_val_loss}
     metrics = _report(cfg, datamodule, output_dir, model.test_results, model.split_results.get("val"),
                       model.split_predictions["test"], {"best_val_loss": best_val_loss, "checkpoint": best})
     return {"test": metrics, "val": metrics["val"], "best_val_loss": best_val_loss}
