@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.step_recognition import StepRecognitionModule
 from spacewalk.io import write_json
 from spacewalk.spacewalk18.predictions import write_retrieval_predictions
 from spacewalk.spacewalk18.scoring import retrieval_accuracy
@@ -113,8 +114,6 @@ class IntraVideoRetrievalModule(pl.LightningModule):
         return F.cross_entropy(scores, batch["label"]), scores
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        from models.step_recognition import StepRecognitionModule
-
         loss, _ = self._loss(batch)
         n = 0 if batch.get("padding", False) else len(batch["label"])
         if n:

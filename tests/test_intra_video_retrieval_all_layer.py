@@ -178,3 +178,16 @@ def test_the_frozen_recipes_run_on_two_ddp_processes(tmp_path):
     assert two["best_val_loss"] == pytest.approx(one["best_val_loss"], rel=1e-5)
     assert two["per_video"] == pytest.approx(one["per_video"], abs=1e-9)
     assert two["val"]["Accuracy"] == pytest.approx(one["val"]["Accuracy"], abs=1e-9)
+
+
+def test_the_config_keeps_the_paper_settings():
+    from test_configs import compose_train
+
+    cfg = compose_train("task=intra_video_retrieval", "model=ivr_all_layer", "context=30s")
+    assert cfg.task.recipe == "spacewalk.training.intra_video_retrieval"
+    assert cfg.model._target_ == "models.intra_video_retrieval_all_layer.AllLayerRetrievalModule"
+    assert cfg.model.optimizer._target_ == "torch.optim.AdamW"
+    assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-6, 1e-6)  # EgoVLP's (BENCHMARKS 1.7)
+    assert (cfg.trainer.max_epochs, cfg.datamodule.batch_size) == (1, 32)
+    assert cfg.model.head.text_blocks == 1 and cfg.datamodule.context_seconds == 30.0
+    assert cfg.datamodule._target_ == "datamodules.intra_video_retrieval_encoder_inputs.EncoderRetrievalDataModule"
