@@ -10,6 +10,9 @@ predicts val and test directly. Each writes into the run directory predictions.j
 accuracy, the window and where each split's samples came from) and missed/<video>.png; Lightning recipes
 also log to CSV / W&B.
 
+Lightning recipes run on several processes too (trainer=ddp): the DataModules share every global batch and
+the module gathers the evaluation scores (docs/intra_video_retrieval.md); process 0 writes the outputs.
+
 `test=false` stops after val (metrics.json holds the val numbers only): for the runs that choose a setting.
 
 evaluate: the recipes with nothing to train, as train does them; `evaluate_checkpoint` re-tests a train.py
