@@ -15,12 +15,11 @@ scores its share of every batch and the scores are gathered first, so the loss (
 the split) and the accuracy are one process's. Training batches are global batches of which each process
 holds a share (`labelled_total` is the global batch's size): the loss is weighted so that DDP's gradient
 average is the global batch's mean (StepRecognitionModule.share_of_global_loss); a padding share (a last
-batch smaller than the number of processes) adds nothing.
+batch smaller than the number of processes) adds nothing. The test epoch writes predictions.json in the
+official format ({video_id: [0 | 1, ...]}) and metrics.json into `output_dir`.
 
 Subclasses make the features themselves (`features(batch)`): the all-layer recipe
-(models/intra_video_retrieval_all_layer.py) runs trainable encoders on the windows' frames and sentences. The test epoch
-writes predictions.json in the official format ({video_id: [0 | 1, ...]}) and metrics.json into
-`output_dir`.
+(models/intra_video_retrieval_all_layer.py) runs trainable encoders on the windows' frames and sentences.
 """
 
 from __future__ import annotations
