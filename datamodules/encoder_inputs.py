@@ -6,10 +6,16 @@ This one adds, per official sample, what a trainable encoder reads of its window
 to the recording, BENCHMARKS 1.3):
 
   video  k frames spread over the window (`video.sparse_timestamps`: the centres of k equal slices; k = the
-         encoder's pre-training count or `num_frames`), decoded inside the DataLoader worker that builds the
+         encoder's pre-training count: X-CLIP 8, VideoMAE 16, an image model its `num_frames`, which
+         `num_frames` may change for image models only), decoded inside the DataLoader worker that builds the
          sample (each worker opens its own reader per recording on first use, never before the fork), in time
-         order, then the encoder's own preprocessing: its training transform (augmentations) for train, its
-         inference transform otherwise. -> frames [B, k, 3, S, S]
+         order, then the encoder's own preprocessing (`clip_transform`): its training transform
+         (augmentations) for train, its inference transform otherwise. -> frames [B, k, 3, S, S]
+         With `frames="cells"` instead (step recognition only): each of the window's cells (the bank's
+         k-second grid) at the bank's fps (1 fps by default), every cell a clip of its own, as the bank encodes
+         cells (an image model reads all of a cell's frames, a clip model its frames resampled to its count)
+         -> cell_frames [C, F, 3, S, S] (the batch's cells in order, sample by sample), cell_frame_mask [C, F]
+         (image models: a recording's last cell may be short), cell_mask [B, M], query_pos [B]
   text   the window's transcript sentences (strict overlap), each encoded by the text tower and averaged
          (the frozen recipes' `text_pool=mean`, so the tower starts from exactly their window feature). A
          training window keeps at most `max_sentences` of them, drawn at random in time order (sparse
@@ -44,9 +50,10 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from datamodules.global_batches import EpochPermutation, share
 from datamodules.step_recognition import StepRecognitionDataModule
+from spacewalk.encoders import uniform_frame_indices
 from spacewalk.errors import DataError
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
-from spacewalk.video import open_video, sparse_timestamps
+from spacewalk.video import open_video, segment_timestamps, sparse_timestamps
 
 log = logging.getLogger(__name__)
 
@@ -128,15 +135,15 @@ class WindowInputs:
         self.num_frames = None
         if "video" in modalities:
             video = video_encoder
-            if video is None or not hasattr(video, "model") or not getattr(video, "averages_frames", False):
-                raise ValueError("all-layer video needs an open_clip-style encoder whose frame embeddings are averaged "
-                                 f"(encoder=clip_vit_b32, eva02_clip, tiny_clip); got "
+            if not hasattr(video, "trainable_tower"):
+                raise ValueError("all-layer video needs a video encoder with weights to train (encoder=clip_vit_b32, "
+                                 f"eva02_clip, tiny_clip, xclip, videomae); got "
                                  f"{getattr(video, 'identity', 'external features')}")
             self.num_frames = int(num_frames or video.num_frames)
-            from open_clip.transform import PreprocessCfg, image_transform_v2
-
-            cfg = PreprocessCfg(**video.model.visual.preprocess_cfg)
-            self.transforms = {True: image_transform_v2(cfg, is_train=augment), False: image_transform_v2(cfg, False)}
+            if not getattr(video, "averages_frames", False) and self.num_frames != video.num_frames:
+                raise ValueError(f"{video.identity} is a clip model trained on {video.num_frames} frames per clip; its "
+                                 f"tower takes exactly that many, not datamodule.num_frames={self.num_frames}")
+            self.transforms = {True: video.clip_transform(train=augment), False: video.clip_transform(train=False)}
         if "text" in modalities and text_encoder is None:
             raise ValueError(f"modalities={modalities!r} needs a text encoder")
         self.tokenizer = self.text_encoder.model.tokenizer if self.text_encoder is not None else None
@@ -164,27 +171,61 @@ class WindowInputs:
                rng: np.random.Generator, what: str) -> torch.Tensor:
         """k frames of the window, decoded with this worker's `readers` (opened on first use) and preprocessed:
         [k, 3, S, S]. `what` names the sample in a decoding error."""
+        t = sparse_timestamps(float(start), float(end), self.num_frames)
+        frames = self.decode(readers, video_id, t, what)
+        return self.preprocess_frames(frames, train=train, seed=int(rng.integers(2**31)))
+
+    def cell_frames(self, readers: dict[str, Any], video_id: str, cells: Sequence[np.ndarray], train: bool,
+                    rng: np.random.Generator, what: str) -> list[torch.Tensor]:
+        """The window's cells (each its bank frame timestamps), each a preprocessed clip [f, 3, S, S] as the bank
+        encodes a cell: an image model all of its frames, a clip model its frames resampled to its count."""
+        frames = self.decode(readers, video_id, np.concatenate(cells), what, clamp=True)
+        seed = int(rng.integers(2**31))
+        clips = np.split(frames, np.cumsum([len(c) for c in cells])[:-1])
+        if not self.video_encoder.averages_frames:  # a clip model: as the bank encodes a cell
+            clips = [c[uniform_frame_indices(len(c), self.num_frames)] for c in clips]
+        return [self.preprocess_frames(c, train=train, seed=seed + j) for j, c in enumerate(clips)]
+
+    def decode(self, readers: dict[str, Any], video_id: str, t: np.ndarray, what: str,
+               clamp: bool = False) -> np.ndarray:
+        """uint8 [len(t), H, W, 3] at times `t`, with this worker's `readers` (opened on first use); `clamp`: times
+        past the reader's duration are clamped to it (the bank's cell grid runs to the annotated duration)."""
         rec = self.dataset.recordings[video_id]
         if not rec.has_video:
             raise DataError("no video file for the video modality", file=rec.video_path, item=video_id)
-        t = sparse_timestamps(float(start), float(end), self.num_frames)
         try:
             if video_id not in readers:  # opening fails on the first sample of a bad file
                 readers[video_id] = open_video(rec.video_path, self.video_backend)
-            frames = readers[video_id].frames_at(t)
+            reader = readers[video_id]
+            return reader.frames_at(np.minimum(t, reader.duration) if clamp else t)
         except DataError as e:
             raise DataError(f"cannot decode the frames at {np.round(t, 3).tolist()} s ({what}): {e}",
                             item=video_id) from e
-        return self.preprocess_frames(frames, train=train, seed=int(rng.integers(2**31)))
 
     def preprocess_frames(self, frames: np.ndarray, train: bool, seed: int) -> torch.Tensor:
         """uint8 [k, H, W, 3] -> float [k, 3, S, S] by the encoder's transform; the training transform's random
         draws come from `seed` (per sample and epoch), not from the worker's generator."""
-        from PIL import Image
-
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return torch.stack([self.transforms[train](Image.fromarray(f)) for f in frames])
+            return self.transforms[train](frames)
+
+    def collate_cells(self, windows: Sequence[Sequence[torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """Every window's cells [f, 3, S, S] -> cell_frames [C, F, 3, S, S] padded to the longest cell,
+        cell_frame_mask [C, F] (image models only: a clip model's cells all have its frame count), and
+        cell_mask [B, M] (sample b's cells are the next cell_mask[b].sum() rows of cell_frames)."""
+        cells = [c for w in windows for c in w]
+        f = max(len(c) for c in cells)
+        frames = cells[0].new_zeros(len(cells), f, *cells[0].shape[1:])
+        frame_mask = torch.zeros(len(cells), f, dtype=torch.bool)
+        for j, c in enumerate(cells):
+            frames[j, :len(c)] = c
+            frame_mask[j, :len(c)] = True
+        m = max(len(w) for w in windows)
+        cell_mask = torch.arange(m)[None, :] < torch.tensor([len(w) for w in windows])[:, None]
+        out = {"cell_frames": frames, "cell_mask": cell_mask}
+        if self.video_encoder.averages_frames:
+            out["cell_frame_mask"] = frame_mask
+        return out
 
     def tokenize(self, texts: list[str], order: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """texts in `order`, tokenised in chunks of `text_chunk`."""
@@ -286,31 +327,49 @@ class _SampleInputs(Dataset):
         elif "text" in owner.modalities:
             ids = inputs.draw_sentences(windows.sentences[i], split == "train", rng)
             out["sentences"] = [(video_id, int(s)) for s in ids]
-        if "video" in owner.modalities:
+        what = f"sample {int(ix.sample_id[i])}, {split}"
+        if "video" in owner.modalities and owner.frames == "cells":
+            first, n = int(ix.first_cell[i]), int(ix.num_cells[i])
+            out["cell_frames"] = inputs.cell_frames(self.readers, video_id, owner.cell_times[video_id][first:first + n],
+                                                    split == "train", rng, what)
+            out["query_pos"] = int(ix.query_pos[i])
+        elif "video" in owner.modalities:
             out["frames"] = inputs.frames(self.readers, video_id, windows.start[i], windows.end[i], split == "train",
-                                          rng, f"sample {int(ix.sample_id[i])}, {split}")
+                                          rng, what)
         return out
 
 
 class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
     def __init__(self, *args, max_sentences: int | None = None, num_frames: int | None = None,
                  video_backend: str = "decord", text_chunk: int = 64, augment: bool = True,
-                 text_cells: bool | str | None = False, **kwargs):
+                 text_cells: bool | str | None = False, frames: str = "sparse", **kwargs):
         """The bank DataModule's arguments (its clip features are not used: the towers make their own), plus:
         `max_sentences` per training window (None: all), `num_frames` k (None: the video encoder's count),
         `video_backend` decord | pyav, `text_chunk` sentences per tokenised chunk, `augment` the encoder's
         training transform on train frames (else its inference transform everywhere). `text_cells` (any true
         value, e.g. the LFB head's name): the window's k-second cells as texts for the text tower under an LFB
-        head (text only)."""
+        head (text only). `frames`: "sparse" (k frames spread over the window) or "cells" (the window's cells
+        at the bank's fps, each a clip: for the window feature as the bank's dense one, or an LFB head; video
+        only)."""
         kwargs.pop("frame_sampling", None)
         kwargs.pop("cells", None)
         # dense: the bank's clip feature needs no per-frame features; no cells: no LFB head reads them here
         super().__init__(*args, frame_sampling="dense", cells=False, **kwargs)
-        self.text_cells = bool(text_cells)
-        if self.text_cells and self.modalities != "text":
-            raise ValueError("text_cells (a trainable text tower under an LFB head) needs modalities=text: video "
-                             f"cells would need every cell's frames decoded per sample (got {self.modalities!r})")
+        if frames not in ("sparse", "cells"):
+            raise ValueError(f"frames must be 'sparse' or 'cells', got {frames!r}")
+        if frames == "cells" and self.modalities != "video":
+            raise ValueError(f"frames='cells' reads the video cells of modalities=video, got {self.modalities!r}")
+        # text_cells is the config's "an LFB head reads the window's cells": texts for the text tower; the video
+        # tower's cells are frames="cells"
+        if text_cells and self.modalities == "video" and frames != "cells":
+            raise ValueError("an LFB head over the video tower reads the window's cells: set datamodule.frames=cells")
+        if text_cells and self.modalities not in ("text", "video"):
+            raise ValueError("text_cells (a trainable tower under an LFB head) needs modalities=text or video, got "
+                             f"{self.modalities!r}")
+        self.text_cells = bool(text_cells) and self.modalities == "text"
         self.cell_texts: dict[str, list[str]] = {}  # per recording: the joined text of each bank cell
+        self.frames = frames
+        self.cell_times: dict[str, list[np.ndarray]] = {}  # per recording: each bank cell's frame timestamps
         self.windows: dict[str, _Windows] = {}
         self.resume_skip: tuple[int, int] | None = None  # (epoch, batches) from a mid-epoch checkpoint
         self.train_sampler: ShareBatchSampler | None = None
@@ -333,6 +392,11 @@ class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
             end = np.minimum(t + self.context_seconds / 2, rec.duration)
             starts.append(start)
             ends.append(end)
+            if self.frames == "cells" and video_id not in self.cell_times:
+                # the bank's own cell frames (spacewalk/feature_bank.py: FeatureBank._video_arrays)
+                cfg = self.bank.config
+                self.cell_times[video_id] = [c.timestamps for c in segment_timestamps(
+                    0.0, rec.duration, cfg.segment_seconds, cfg.fps, duration=rec.duration)]
             if self.text_cells and video_id not in self.cell_texts:
                 # the bank's own cell rule (spacewalk/feature_bank.py: cell_text)
                 index = TranscriptIndex(rec.transcript)
@@ -352,7 +416,10 @@ class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
         if items[0].padding:
             batch["label"] = torch.zeros_like(batch["label"])
         batch["labelled_total"] = torch.tensor(items[0].labelled_total)
-        if "video" in self.modalities:
+        if "video" in self.modalities and self.frames == "cells":
+            batch |= self.inputs.collate_cells([p["cell_frames"] for p in parts])
+            batch["query_pos"] = torch.tensor([p["query_pos"] for p in parts])
+        elif "video" in self.modalities:
             batch["frames"] = torch.stack([p["frames"] for p in parts])
         if "text" in self.modalities and not self.text_cells:
             batch |= self.inputs.tokenize_windows([p["sentences"] for p in parts])

@@ -3,8 +3,10 @@
 `TrainableTowers` is a head (models/heads.py's contract: batch -> [B, D] in step-feature space) that owns
 trainable copies of the run's encoders and reads the encoders' inputs the DataModule decodes and tokenises
 (datamodules/encoder_inputs.py) instead of bank features:
-  video  frames [B, k, 3, S, S] -> each frame through the image tower, unit rows, mean over the k frames,
-         unit row (how the frozen open_clip encoder pools a clip: spacewalk.encoders.OpenClipVideoEncoder)
+  video  frames [B, k, 3, S, S] -> the clip feature, exactly as the frozen video encoder computes it: the
+         encoder hands over its own trainable copy (`trainable_tower()`, a spacewalk.encoders.VideoTower):
+         open_clip image towers embed each frame and average the unit rows; X-CLIP and VideoMAE read the k
+         frames as one clip
   text   the window's sentences through the text tower (MiniLM: mean pooling over tokens, unit rows), their
          mean over the window, unit row (the frozen recipes' text_pool=mean)
 in the bank's layout [v], [t, t] or [v, t, t], so the step features of the animations and step texts (frozen,
@@ -15,8 +17,11 @@ starts from exactly the frozen encoders' window features. Loss and Irrelevant ar
 `AllLayerModule` adds the paper's optimiser: AdamW (weight decay on matrices only, not on biases and norms,
 as CLIP fine-tuning does), an lr per tower, linear warm-up over the first `warmup_fraction` of the optimiser
 steps then cosine decay (transformers' get_cosine_schedule_with_warmup), stepped every optimiser step.
-Under an LFB head (`lfb=avg|cat`, text only), the text tower encodes every k-second cell of the window and the
-head aggregates them as models/heads.py's LFB Avg / Cat do; G is trained with its own lr (`lfb_lr`).
+Under an LFB head (`lfb=avg|cat`), the tower encodes every k-second cell of the window (text: the cell's joined
+sentences; video, with the DataModule's frames="cells": the cell's frames at the bank's fps, as the bank
+encodes a cell) and the head aggregates them as models/heads.py's LFB Avg / Cat do; G is trained with its own
+lr (`lfb_lr`). Without an LFB head, video cells give the window feature as the bank's dense one: the
+normalised mean of the window's cell features.
 Memory options: freeze the first N blocks of a tower (and everything before them), activation checkpointing;
 trainer.precision=bf16-mixed and trainer.accumulate_grad_batches come from Lightning.
 """
@@ -32,44 +37,33 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.step_recognition import StepRecognitionModule
+from spacewalk.encoders import VideoTower
 
 Batch = dict[str, Any]
 
 
-def _blocks(tower: nn.Module) -> nn.ModuleList:
-    """The transformer blocks of an open_clip image tower (its own ViT or a timm trunk) or a BERT-like model."""
-    for path in ("transformer.resblocks", "trunk.blocks", "encoder.layer"):
-        module = tower
-        try:
-            for name in path.split("."):
-                module = getattr(module, name)
-        except AttributeError:
-            continue
-        return module
-    raise ValueError(f"cannot find the transformer blocks of {type(tower).__name__} to freeze")
+def _blocks_and_stem(tower: nn.Module) -> tuple[nn.ModuleList, list[nn.Parameter]]:
+    """The transformer blocks of a tower and the parameters that run before them: a video tower names its own
+    (spacewalk.encoders.VideoTower); the text tower is a BERT-like model (encoder.layer, embeddings.*)."""
+    if isinstance(tower, VideoTower):
+        return tower.blocks(), tower.stem()
+    blocks = getattr(getattr(tower, "encoder", None), "layer", None)
+    if blocks is None:
+        raise ValueError(f"cannot find the transformer blocks of {type(tower).__name__} to freeze")
+    return blocks, [p for name, p in tower.named_parameters() if name.split(".")[0] == "embeddings"]
 
 
 def freeze_first_blocks(tower: nn.Module, n: int) -> None:
     """Freeze the first n blocks and every parameter that runs before them (patch/token embeddings)."""
     if n <= 0:
         return
-    blocks = _blocks(tower)
+    blocks, before = _blocks_and_stem(tower)
     if n > len(blocks):
         raise ValueError(f"cannot freeze {n} blocks of a tower with {len(blocks)}")
     later = {id(p) for block in blocks[n:] for p in block.parameters()}
-    in_blocks = {id(p) for block in blocks for p in block.parameters()}
-    before = [p for name, p in tower.named_parameters() if id(p) not in in_blocks and _runs_before_blocks(name)]
     for p in [p for block in blocks[:n] for p in block.parameters()] + before:
         if id(p) not in later:
             p.requires_grad_(False)
-
-
-def _runs_before_blocks(name: str) -> bool:
-    # open_clip ViT: conv1, class_embedding, positional_embedding, ln_pre; timm: patch_embed, cls_token,
-    # pos_embed; BERT: embeddings.*
-    return name.split(".")[0] in {"conv1", "class_embedding", "positional_embedding", "ln_pre", "patch_embed",
-                                  "cls_token", "pos_embed", "embeddings"} or name.startswith("trunk.patch_embed") \
-        or name.startswith("trunk.cls_token") or name.startswith("trunk.pos_embed")
 
 
 class TrainableTowers(nn.Module):
@@ -79,11 +73,12 @@ class TrainableTowers(nn.Module):
     def __init__(self, dim: int, modalities: str, video_encoder=None, text_encoder=None, video_freeze_blocks: int = 0,
                  text_freeze_blocks: int = 0, activation_checkpointing: bool = False, lfb: str | None = None,
                  lfb_options: dict | None = None, text_blocks: int = 2):
-        """`lfb`: None (the window feature) or "avg" / "cat": the text tower encodes each k-second cell of the
-        window (its joined sentences, as the bank does) and that LFB head (models/heads.py, `lfb_options` its
-        arguments) aggregates them; text only (the DataModule's text_cells). `text_blocks`: copies of the text
-        feature in the output, as the features it is compared with lay them out: 2 in step recognition's bank
-        layout [t, t] / [v, t, t], 1 in retrieval's window feature [t] / [v, t]."""
+        """`lfb`: None (the window feature) or "avg" / "cat": the tower encodes each k-second cell of the window
+        (as the bank does) and that LFB head (models/heads.py, `lfb_options` its arguments) aggregates them;
+        modalities=text (the DataModule's text_cells: each cell's joined sentences, as the bank does) or video
+        (its frames="cells"). `text_blocks`: copies of the text feature in the output, as the features it is
+        compared with lay them out: 2 in step recognition's bank layout [t, t] / [v, t, t], 1 in retrieval's
+        window feature [t] / [v, t]."""
         super().__init__()
         if text_blocks not in (1, 2):
             raise ValueError(f"text_blocks must be 1 or 2, got {text_blocks}")
@@ -93,17 +88,18 @@ class TrainableTowers(nn.Module):
             from models.heads import LFBAvg, LFBCat
 
             heads = {"avg": LFBAvg, "cat": LFBCat}
-            if lfb not in heads or modalities != "text":
-                raise ValueError(f"lfb must be one of {tuple(heads)} with modalities=text, got {lfb!r} with "
-                                 f"{modalities!r}")
+            if lfb not in heads or modalities not in ("text", "video"):
+                raise ValueError(f"lfb must be one of {tuple(heads)} with modalities=text or video, got {lfb!r} "
+                                 f"with {modalities!r}")
             self.lfb = heads[lfb](dim, **(lfb_options or {}))
         if "video" in modalities:
-            if video_encoder is None or not hasattr(video_encoder, "model"):
-                raise ValueError("modalities with video need a trainable video encoder (an open_clip model)")
-            self.video = copy.deepcopy(video_encoder.model.visual).train().requires_grad_(True)
+            if not hasattr(video_encoder, "trainable_tower"):
+                raise ValueError("modalities with video need a video encoder with weights to train (open_clip, "
+                                 f"X-CLIP, VideoMAE), got {getattr(video_encoder, 'identity', video_encoder)}")
+            self.video = video_encoder.trainable_tower()
             freeze_first_blocks(self.video, video_freeze_blocks)
             if activation_checkpointing:
-                self.video.set_grad_checkpointing(True)
+                self.video.set_activation_checkpointing(True)
         if "text" in modalities:
             if text_encoder is None or not hasattr(text_encoder, "model"):
                 raise ValueError("modalities with text need a sentence-transformers text encoder (MiniLM)")
@@ -114,15 +110,10 @@ class TrainableTowers(nn.Module):
             freeze_first_blocks(self.text, text_freeze_blocks)
             if activation_checkpointing:
                 self.text.gradient_checkpointing_enable()
-        width = (self.video.output_dim if self.video is not None else 0) + \
+        width = (self.video.dim if self.video is not None else 0) + \
             (text_blocks * self.text.config.hidden_size if self.text is not None else 0)
         if width != dim:
             raise ValueError(f"the towers give {width}-d features but the step features are {dim}-d")
-
-    def video_feature(self, frames: torch.Tensor) -> torch.Tensor:
-        b, k = frames.shape[:2]
-        per_frame = F.normalize(self.video(frames.flatten(0, 1)), dim=-1).view(b, k, -1)
-        return F.normalize(per_frame.mean(1), dim=-1)
 
     def encode_texts(self, ids: list[torch.Tensor], masks: list[torch.Tensor]) -> torch.Tensor:
         """[U, Dt] unit rows: mean pooling over tokens, as sentence-transformers does for MiniLM."""
@@ -148,13 +139,26 @@ class TrainableTowers(nn.Module):
         cells = rows[batch["cell_index"] + 1]
         return torch.cat([cells, cells], dim=-1)
 
+    def video_cells(self, batch: Batch) -> torch.Tensor:
+        """[B, M, Dv]: each window cell's clip feature (the DataModule's frames="cells"); padding is zero."""
+        if "cell_frames" not in batch:
+            raise ValueError("video cells need the DataModule's frames='cells' (datamodule.frames=cells)")
+        mask = batch.get("cell_frame_mask")
+        rows = self.video(batch["cell_frames"]) if mask is None else self.video(batch["cell_frames"], mask)
+        cell_mask = batch["cell_mask"]
+        cells = rows.new_zeros(*cell_mask.shape, rows.shape[-1])
+        cells[cell_mask] = rows  # cell_frames holds the cells sample by sample, in order
+        return cells
+
     def forward(self, batch: Batch) -> torch.Tensor:
         if self.lfb is not None:
-            return self.lfb({"cells": self.text_cells(batch), "cell_mask": batch["cell_mask"],
-                             "query_pos": batch["query_pos"]})
+            cells = self.text_cells(batch) if self.video is None else self.video_cells(batch)
+            return self.lfb({"cells": cells, "cell_mask": batch["cell_mask"], "query_pos": batch["query_pos"]})
         blocks = []
-        if self.video is not None:
-            blocks.append(self.video_feature(batch["frames"]))
+        if self.video is not None and "cell_frames" in batch:  # the bank's dense window feature
+            blocks.append(F.normalize(self.video_cells(batch).sum(1), dim=-1))
+        elif self.video is not None:
+            blocks.append(self.video(batch["frames"]))
         if self.text is not None:
             t = self.text_feature(batch["text_ids"], batch["text_mask"], batch["text_weight"])
             blocks += [t] * self.text_blocks

@@ -1,8 +1,9 @@
 """Intra-video retrieval, all-layer fine-tuning (BENCHMARKS 1.7; the paper: EgoVLP, AdamW lr 1e-6, 1 epoch,
 batch 32): the encoders themselves learn.
 
-The towers are step recognition's (models/all_layer.py: TrainableTowers, trainable copies of the run's open_clip
-image tower and MiniLM text tower) in retrieval's window layout [v], [t] or [v, t] (text_blocks=1); they make
+The towers are step recognition's (models/all_layer.py: TrainableTowers, trainable copies of the run's video
+encoder's tower, `trainable_tower()`: open_clip, X-CLIP or VideoMAE, and the MiniLM text tower) in retrieval's
+window layout [v], [t] or [v, t] (text_blocks=1); they make
 the feature of each of a sample's three windows from the frames and sentences the DataModule decodes and
 tokenises (datamodules/intra_video_retrieval_encoder_inputs.py). Scores, loss (cross-entropy over the two
 candidates), ties, evaluation and outputs are the last-layer recipe's (models/intra_video_retrieval.py). At

@@ -28,10 +28,18 @@ again (the mean of unit vectors is what CLIP-style mean pooling compares). Video
 `averages_frames` says which kind an encoder is: True when a clip's feature is the normalised mean of
 its frames' unit embeddings (so a one-frame clip gives a frame's embedding, and the feature bank can keep
 per-frame features to pool any frames later: sparse frame sampling), False for clip models.
+
+All-layer fine-tuning (models/all_layer.py) trains a copy of a video encoder: every video encoder with weights
+offers `trainable_tower()`, a `VideoTower` (an nn.Module holding copies of the weights that `encode` uses)
+mapping preprocessed frames [B, k, 3, S, S] to the clip feature exactly as `encode` computes it for those k
+frames, and `clip_transform(train)`, the per-clip preprocessing into those frames (uint8 [k, H, W, 3] ->
+float [k, 3, S, S]; with train=True, the training augmentation). The model families stay here: the trainer
+only deep-copies what the encoder hands it.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from importlib import metadata
@@ -285,6 +293,153 @@ class TowerTextEncoder:
         return _encode_texts(texts, self.dim, self.batch_size, self._embed)
 
 
+# --------------------------------------------------------------------- video: trainable towers (all-layer)
+
+class VideoTower(torch.nn.Module):
+    """A trainable copy of a video encoder: preprocessed frames [B, k, 3, S, S] (its `clip_transform`) ->
+    [B, dim] unit rows, the clip feature its encoder's `encode` gives for the same k frames. For freezing the
+    first N blocks, `blocks()` are the transformer blocks in the order they run and `stem()` the parameters
+    that run before them; `set_activation_checkpointing(True)` recomputes the blocks' activations in backward."""
+
+    dim: int
+
+    def blocks(self) -> torch.nn.ModuleList:
+        raise NotImplementedError
+
+    def stem(self) -> list[torch.nn.Parameter]:
+        raise NotImplementedError
+
+    def set_activation_checkpointing(self, on: bool) -> None:
+        raise NotImplementedError
+
+
+def _hf_activation_checkpointing(model, on: bool) -> None:
+    # transformers 5 renamed gradient_checkpointing_enable/disable (kept as deprecated aliases) to activation_*
+    prefix = "activation" if hasattr(model, "activation_checkpointing_enable") else "gradient"
+    getattr(model, f"{prefix}_checkpointing_{'enable' if on else 'disable'}")()
+
+
+class FrameMeanTower(VideoTower):
+    """An open_clip image tower over k frames: each frame embedded and normalised, the mean normalised
+    (OpenClipVideoEncoder.encode's pooling)."""
+
+    def __init__(self, visual: torch.nn.Module, dim: int):
+        super().__init__()
+        self.visual, self.dim = visual, int(dim)
+
+    def forward(self, pixels: torch.Tensor, frame_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`frame_mask` [B, k]: clips of fewer than k frames, padded (only the frames marked True count)."""
+        b, k = pixels.shape[:2]
+        if frame_mask is None:
+            frames = _normalize(self.visual(pixels.flatten(0, 1))).view(b, k, -1)
+            return _normalize(frames.mean(1))
+        rows = _normalize(self.visual(pixels[frame_mask]))  # padding frames are not encoded at all
+        owner = torch.arange(b, device=pixels.device).repeat_interleave(frame_mask.sum(1))
+        return _normalize(rows.new_zeros(b, rows.shape[1]).index_add(0, owner, rows))
+
+    def blocks(self) -> torch.nn.ModuleList:
+        # open_clip's own ViT, or a timm trunk (EVA02 and kin)
+        trunk = getattr(self.visual, "trunk", None)
+        return trunk.blocks if trunk is not None else self.visual.transformer.resblocks
+
+    def stem(self) -> list[torch.nn.Parameter]:
+        names = ("conv1", "class_embedding", "positional_embedding", "ln_pre",  # open_clip ViT
+                 "trunk.patch_embed", "trunk.cls_token", "trunk.pos_embed")  # timm
+        return [p for n, p in self.visual.named_parameters() if n.split(".")[0] in names or n.startswith(names)]
+
+    def set_activation_checkpointing(self, on: bool) -> None:
+        self.visual.set_grad_checkpointing(on)
+
+
+class XClipVideoTower(VideoTower):
+    """X-CLIP's video side: the frames through its ViT, projected, then its multi-frame integration
+    transformer (`get_video_features`, transformers' own code), normalised. `model` is an XCLIPModel copy
+    without its text side."""
+
+    def __init__(self, model, dim: int):
+        super().__init__()
+        self.model, self.dim = model, int(dim)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return _normalize(_features(self.model.get_video_features(pixel_values=pixels)))
+
+    def blocks(self) -> torch.nn.ModuleList:
+        return self.model.vision_model.encoder.layers
+
+    def stem(self) -> list[torch.nn.Parameter]:
+        vision = self.model.vision_model
+        return [*vision.embeddings.parameters(), *vision.pre_layernorm.parameters()]
+
+    def set_activation_checkpointing(self, on: bool) -> None:
+        _hf_activation_checkpointing(self.model, on)
+
+
+def _videomae_features(model, pixels: torch.Tensor) -> torch.Tensor:
+    # VideoMAEModel has no pooler: the mean of the last hidden state over all tokens
+    out = model(pixel_values=pixels)
+    pooled = getattr(out, "pooler_output", None)
+    return pooled if pooled is not None else out.last_hidden_state.mean(1)
+
+
+class VideoMAETower(VideoTower):
+    """VideoMAE: the k frames as one clip (tubelets), the mean of the last hidden state, normalised."""
+
+    def __init__(self, model, dim: int):
+        super().__init__()
+        self.model, self.dim = model, int(dim)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return _normalize(_videomae_features(self.model, pixels))
+
+    def blocks(self) -> torch.nn.ModuleList:
+        return self.model.encoder.layer
+
+    def stem(self) -> list[torch.nn.Parameter]:
+        return list(self.model.embeddings.parameters())
+
+    def set_activation_checkpointing(self, on: bool) -> None:
+        _hf_activation_checkpointing(self.model, on)
+
+
+def _trainable(tower: VideoTower) -> VideoTower:
+    # the copy's weights in float32 whatever the frozen model's, all trainable, in training mode
+    return tower.float().train().requires_grad_(True)
+
+
+class _FrameTransform:
+    """An open_clip image transform applied to each of a clip's frames (a training transform draws its
+    augmentation per frame, from torch's generator)."""
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __call__(self, frames: np.ndarray) -> torch.Tensor:
+        from PIL import Image
+
+        return torch.stack([self.transform(Image.fromarray(f)) for f in frames])
+
+
+class _ClipTransform:
+    """A transformers video processor applied to one clip of exactly the frames given (no resampling). The
+    processors have no training augmentation, so train=True first crops the whole clip at random (one
+    RandomResizedCrop for all its frames, so the frames stay aligned; open_clip's training scale 0.9-1 of the
+    area) to the model's input size, which the processor then only rescales and normalises."""
+
+    def __init__(self, processor, size: int, train: bool):
+        self.processor, self.size, self.train = processor, int(size), bool(train)
+
+    def __call__(self, frames: np.ndarray) -> torch.Tensor:
+        frames = _check_clip(frames)
+        if self.train:
+            from torchvision.transforms import v2
+
+            crop = v2.RandomResizedCrop(self.size, scale=(0.9, 1.0), antialias=True)
+            clip = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # [k, 3, H, W]: one crop
+            frames = crop(clip).permute(0, 2, 3, 1).numpy()
+        batch = self.processor([list(frames)], return_tensors="pt", input_data_format="channels_last")
+        return batch["pixel_values"][0].to(torch.float32)
+
+
 # ------------------------------------------------------------------------------- video: open_clip models
 
 class OpenClipVideoEncoder:
@@ -344,6 +499,15 @@ class OpenClipVideoEncoder:
 
         return TowerTextEncoder(_identity("OpenClipTextEncoder", **self._core), self.dim, self.batch_size, embed)
 
+    def trainable_tower(self) -> FrameMeanTower:
+        return _trainable(FrameMeanTower(copy.deepcopy(self.model.visual), self.dim))
+
+    def clip_transform(self, train: bool = False) -> _FrameTransform:
+        from open_clip.transform import PreprocessCfg, image_transform_v2
+
+        cfg = PreprocessCfg(**self.model.visual.preprocess_cfg)
+        return _FrameTransform(self.transform if not train else image_transform_v2(cfg, is_train=True))
+
 
 def open_clip_video_encoder(model_name: str = "ViT-B-32", pretrained: str | None = None, device: str = "cpu",
                             batch_size: int = 64, num_frames: int = DEFAULT_IMAGE_MODEL_FRAMES,
@@ -400,9 +564,14 @@ class HFVideoEncoder:
 
     def __init__(self, kind: str, model, image_processor, features: Callable[[torch.Tensor], torch.Tensor],
                  weights: str, device: torch.device, batch_size: int, num_frames: int, dim: int, pooling: str,
-                 text_tower: Callable[[], TowerTextEncoder] | None = None):
+                 text_tower: Callable[[], TowerTextEncoder] | None = None,
+                 video_tower: Callable[[], VideoTower] | None = None, input_size: int | None = None):
+        """`video_tower` builds the trainable copy (a VideoTower over copies of `model`'s video weights);
+        `input_size` is the model's square frame size (the training crop's)."""
         self.model = _prepare(model, device)
         self.image_processor = image_processor
+        self._video_tower = video_tower
+        self.input_size = input_size
         self.device = device
         self.batch_size = int(batch_size)
         self.num_frames = int(num_frames)
@@ -434,34 +603,60 @@ class HFVideoEncoder:
     def text_encoder(self) -> TowerTextEncoder | None:
         return self._text_tower() if self._text_tower else None
 
+    def trainable_tower(self) -> VideoTower:
+        if self._video_tower is None:
+            raise ValueError(f"{self.identity} offers no trainable video tower")
+        return _trainable(self._video_tower())
 
-def _hf_weights(name_or_path: str | None, config) -> str:
+    def clip_transform(self, train: bool = False) -> _ClipTransform:
+        """Exactly `num_frames` frames in: the towers of clip models have a fixed frame count."""
+        return _ClipTransform(self.image_processor, self.input_size, train)
+
+
+def _hf_weights(name_or_path: str | None, config, init_seed: int | None = None) -> str:
     if config is not None:
-        return f"random:{_config_digest(config.to_json_string(use_diff=False))}"
+        seed = "" if init_seed is None else f"(seed={int(init_seed)})"
+        return f"random{seed}:{_config_digest(config.to_json_string(use_diff=False))}"
     if name_or_path is None:
         raise ValueError("give name_or_path (a hub id or a local folder), or a config for a random model")
     return _weights_name(name_or_path)
 
 
+def _random_model(model_class, config, init_seed: int | None):
+    """A model of random weights from `config`; from init_seed's generator when given (not the global one), so
+    that a feature bank built with it and a run's trainable copy of it (all-layer) are the same network."""
+    if init_seed is None:
+        return model_class(config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(init_seed))
+        return model_class(config)
+
+
+def _input_size(image_size) -> int:
+    return int(image_size if isinstance(image_size, int) else image_size[0])
+
+
 def _square_processor(image_size) -> object:
     from transformers import VideoMAEImageProcessor
 
-    size = image_size if isinstance(image_size, int) else image_size[0]
+    size = _input_size(image_size)
     return VideoMAEImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
 
 
 def xclip_video_encoder(name_or_path: str | None = None, device: str = "cpu", batch_size: int = 8,
-                        config=None, tokenizer=None) -> HFVideoEncoder:
+                        config=None, tokenizer=None, init_seed: int | None = None) -> HFVideoEncoder:
     """name_or_path: a hub id (microsoft/xclip-base-patch32, ...) or a local folder with model, image
     processor and tokenizer. `config` (an XCLIPConfig) builds a random model instead; its text tower then
     needs `tokenizer`.
+    `init_seed`: the random model's weights from that seed (see _random_model).
     The text tower is X-CLIP's plain text embedding (`get_text_features`): the full model also shifts text
     by a video-conditioned prompt, which has no place in a bank of texts encoded once."""
     from transformers import AutoImageProcessor, AutoTokenizer, XCLIPModel
 
-    weights = _hf_weights(name_or_path, config)
+    weights = _hf_weights(name_or_path, config, init_seed)
     if config is not None:
-        model, processor = XCLIPModel(config), _square_processor(config.vision_config.image_size)
+        model = _random_model(XCLIPModel, config, init_seed)
+        processor = _square_processor(config.vision_config.image_size)
     else:
         model = XCLIPModel.from_pretrained(name_or_path)
         processor = AutoImageProcessor.from_pretrained(name_or_path)
@@ -483,33 +678,40 @@ def xclip_video_encoder(name_or_path: str | None = None, device: str = "cpu", ba
                                           dim=model.config.projection_dim, max_length=max_length),
                                 model.config.projection_dim, TEXT_BATCH_SIZE, embed)
 
+    def video_tower() -> XClipVideoTower:
+        # a copy of the video side only: the text side (a third of X-CLIP base) would be dead weight, so the
+        # deep copy maps it to None (a PreTrainedModel still, for transformers' activation checkpointing)
+        text_side = [model.text_model, model.text_projection, model.prompts_generator, model.prompts_visual_layernorm,
+                     model.prompts_visual_projection, model.logit_scale]
+        return XClipVideoTower(copy.deepcopy(model, {id(m): None for m in text_side}), model.config.projection_dim)
+
     return HFVideoEncoder("XClipVideoEncoder", model, processor,
                           lambda pixels: _features(model.get_video_features(pixel_values=pixels)),
                           weights, dev, batch_size, model.config.vision_config.num_frames,
-                          model.config.projection_dim, "xclip_mit", text_tower)
+                          model.config.projection_dim, "xclip_mit", text_tower, video_tower,
+                          _input_size(model.config.vision_config.image_size))
 
 
 def videomae_video_encoder(name_or_path: str | None = None, device: str = "cpu", batch_size: int = 8,
-                           config=None) -> HFVideoEncoder:
+                           config=None, init_seed: int | None = None) -> HFVideoEncoder:
     """name_or_path: a hub id (MCG-NJU/videomae-base, ...) or a local folder with model and image processor.
     The embedding is the mean of the last hidden state over all tokens (VideoMAEModel has no pooler).
-    `config` (a VideoMAEConfig) builds a random model instead. Video only: no text tower."""
+    `config` (a VideoMAEConfig) builds a random model instead (from `init_seed` when given). Video only: no
+    text tower."""
     from transformers import AutoImageProcessor, VideoMAEModel
 
-    weights = _hf_weights(name_or_path, config)
+    weights = _hf_weights(name_or_path, config, init_seed)
     if config is not None:
-        model, processor = VideoMAEModel(config), _square_processor(config.image_size)
+        model, processor = _random_model(VideoMAEModel, config, init_seed), _square_processor(config.image_size)
     else:
         model = VideoMAEModel.from_pretrained(name_or_path)
         processor = AutoImageProcessor.from_pretrained(name_or_path)
 
-    def features(pixels: torch.Tensor) -> torch.Tensor:
-        out = model(pixel_values=pixels)
-        pooled = getattr(out, "pooler_output", None)
-        return pooled if pooled is not None else out.last_hidden_state.mean(1)
-
-    return HFVideoEncoder("VideoMAEVideoEncoder", model, processor, features, weights, resolve_device(device),
-                          batch_size, model.config.num_frames, model.config.hidden_size, "mean_tokens")
+    return HFVideoEncoder("VideoMAEVideoEncoder", model, processor, lambda pixels: _videomae_features(model, pixels),
+                          weights, resolve_device(device), batch_size, model.config.num_frames,
+                          model.config.hidden_size, "mean_tokens",
+                          video_tower=lambda: VideoMAETower(copy.deepcopy(model), model.config.hidden_size),
+                          input_size=_input_size(model.config.image_size))
 
 
 # ------------------------------------------------------------------------------ video: no weights at all

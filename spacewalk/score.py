@@ -6,7 +6,7 @@
         --predictions FILE (--gt FILE --categories FILE | --root DIR [--split val|test]) [--output metrics.json]
     python -m spacewalk.score egoschema --predictions FILE (--root DIR | --answers FILE [--questions FILE])
     python -m spacewalk.score egocross --task closeqa|openqa --data FILE [--answers FILE] --predictions FILE \
-        [--no-judge]
+        [--judge openai|qwen2_5_vl|llava_onevision --judge-model NAME_OR_DIR [--judgements FILE] | --no-judge]
 
 Prints the metrics as JSON in percent, as the papers report them (Spacewalk-18's scripts print fractions;
 HiREST's print percent under the key names used here). HiREST's `--gt` is the file the authors'
@@ -15,11 +15,13 @@ segmentation and captioning; `--root` (a HiREST root holding data/splits, ...) f
 EgoSchema: the 500-question subset's accuracy of a server JSON {q_uid: 0-4}, a Kaggle CSV (q_uid,answer) or a
 JSON of raw replies {q_uid: text} (read with lmms-eval's parser, which needs --questions or --root).
 EgoCross: the raw replies {id: text}; --data is the testbed JSON with the answers in it, or with
---answers (a map by id, or the testbed JSON with the answer fields added). OpenQA asks an LLM judge for the
-replies the substring rule leaves open: `python evaluate.py` runs one; here --no-judge scores them 0 and
-reports the lower bound as such.
+--answers (a map by id, or the testbed JSON with the answer fields added). OpenQA asks an LLM judge (the authors' prompt;
+score 0-5, >= 4 correct) for the replies the substring rule leaves open: --judge openai (an OpenAI-compatible
+server: $OPENAI_BASE_URL, key in $OPENAI_API_KEY) or a local transformers checkpoint (--judge qwen2_5_vl or
+llava_onevision, --judge-model DIR), text only; a judge reply with no readable mark scores 0 and is listed
+under "judge_unreadable". --no-judge scores those replies 0 instead and reports the lower bound as such.
 A bad dataset or prediction file ends with its message on stderr and exit code 2; a missing scorer
-(Java, for captioning) with exit code 1.
+(Java, for captioning) or a judge that fails (its server unreachable after the retries) with exit code 1.
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, unde
 
 class UsageError(Exception):
     """A combination of arguments that argparse cannot check by itself."""
+
+
+class JudgeFailed(Exception):
+    """The LLM judge could not answer (a server that stays down, a model that fails to load)."""
 
 
 def _spacewalk18(args: argparse.Namespace) -> dict[str, Any]:
@@ -146,12 +152,52 @@ def _egocross(args: argparse.Namespace) -> dict[str, Any]:
     replies = read_replies(args.predictions, dataset.questions)
     if args.task == "closeqa":
         return score_closeqa(dataset.questions, replies)
-    if not args.no_judge:
+    if args.no_judge == (args.judge is not None):
         raise UsageError("egocross openqa needs an LLM judge for the replies the substring rule leaves open: "
-                         "run it through `python evaluate.py` (any text backend as the judge), or pass --no-judge "
-                         "to score those 0 (a lower bound)")
-    metrics, _ = score_openqa(dataset.questions, replies, None)
+                         "--judge openai|qwen2_5_vl|llava_onevision with --judge-model, or --no-judge to score "
+                         "those 0 (a lower bound)")
+    judge = None if args.no_judge else egocross_judge(args)
+    try:
+        metrics, judgements = score_openqa(dataset.questions, replies, judge and judge.generate_texts,
+                                           judge.name if judge else "none")
+    except RuntimeError as e:  # the backends' "gave up after N attempts", "HTTP 401 ...", ...
+        raise JudgeFailed(f"the judge ({judge.name}) failed: {e}") from e
+    if args.judgements is not None:
+        from spacewalk.egocross.task import judgements_json
+
+        write_json(args.judgements, judgements_json([str(q.id) for q in dataset.questions], judgements))
     return metrics
+
+
+class _TextJudge:
+    """A harness backend used as a text judge: prompt texts in, reply texts out."""
+
+    def __init__(self, backend):
+        self.backend, self.name = backend, backend.name
+
+    def generate_texts(self, texts: list[str]) -> list[str]:
+        from spacewalk.multiple_choice.task import Prompt
+
+        return self.backend.generate([Prompt(parts=(text,)) for text in texts])
+
+
+def egocross_judge(args: argparse.Namespace) -> _TextJudge:
+    """The judge backend of --judge: any text backend of the harness (no frames: text only)."""
+    if args.judge_model is None:
+        raise UsageError("--judge needs --judge-model (the served model's name, or a local checkpoint folder)")
+    if args.judge == "openai":
+        from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
+
+        return _TextJudge(OpenAIChatBackend(args.judge_model, text_only=True, max_tokens=args.judge_max_tokens,
+                                            requests_per_minute=args.judge_requests_per_minute))
+    from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
+
+    try:
+        backend = TransformersVLMBackend(args.judge, model=str(args.judge_model), text_only=True,
+                                         max_new_tokens=args.judge_max_tokens)
+    except (OSError, ValueError) as e:  # transformers: no such folder, a hub tag not in the local cache
+        raise JudgeFailed(f"cannot load the judge {args.judge_model}: {e}") from e
+    return _TextJudge(backend)
 
 
 # benchmark name -> scorer of the parsed arguments; the first positional argument picks one
@@ -191,6 +237,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", type=Path, help="egocross: the testbed JSON (datasets/egocross_testbed_imgs.json)")
     parser.add_argument("--no-judge", action="store_true",
                         help="egocross openqa: score the replies the substring rule leaves open as 0 (no LLM judge)")
+    parser.add_argument("--judge", choices=("openai", "qwen2_5_vl", "llava_onevision"),
+                        help="egocross openqa: the LLM judge: an OpenAI-compatible server ($OPENAI_BASE_URL, "
+                             "$OPENAI_API_KEY) or a local transformers checkpoint of that family")
+    parser.add_argument("--judge-model", help="egocross openqa: the judge's model name (openai) or checkpoint "
+                                              "folder / cached hub tag (transformers)")
+    parser.add_argument("--judge-max-tokens", type=int, default=512,
+                        help="egocross openqa: the judge's reply length (default 512, the authors')")
+    parser.add_argument("--judge-requests-per-minute", type=float, default=60.0,
+                        help="egocross openqa, --judge openai: request-rate limit (0: none)")
+    parser.add_argument("--judgements", type=Path,
+                        help="egocross openqa: also write every item's score, its source and the judge's prompt and "
+                             "reply to this JSON file")
     parser.add_argument("--output", type=Path, help="also write the metrics to this JSON file")
     return parser
 
@@ -208,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # bad input, not a bug: the message names the file and the item, a traceback adds nothing
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except ScorerUnavailable as e:
+    except (ScorerUnavailable, JudgeFailed) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     text = json.dumps(result, indent=2)

@@ -39,6 +39,33 @@ def tiny_clip():
                                             num_frames=4)
 
 
+def tiny_xclip(layers: int = 1):
+    # a random X-CLIP (transformers), 4 frames per clip; its text side is not used here
+    from transformers import XCLIPConfig
+
+    torch.manual_seed(0)
+    config = XCLIPConfig(
+        text_config=dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, max_position_embeddings=24),
+        vision_config=dict(image_size=32, patch_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=layers,
+                           num_attention_heads=2, num_frames=4, mit_hidden_size=16, mit_intermediate_size=32,
+                           mit_num_hidden_layers=1, mit_num_attention_heads=2),
+        projection_dim=16, prompt_layers=1, prompt_num_attention_heads=2)
+    return encoders.xclip_video_encoder(config=config, batch_size=8)
+
+
+def tiny_videomae(layers: int = 1):
+    from transformers import VideoMAEConfig
+
+    torch.manual_seed(0)
+    config = VideoMAEConfig(image_size=32, patch_size=16, num_frames=4, tubelet_size=2, hidden_size=16,
+                            intermediate_size=32, num_hidden_layers=layers, num_attention_heads=2)
+    return encoders.videomae_video_encoder(config=config, batch_size=8)
+
+
+VIDEO_TOWERS = {"open_clip": tiny_clip, "xclip": tiny_xclip, "videomae": tiny_videomae}
+
+
 def make(root, bank_dir, modalities, text, video=None, **kw):
     dm = EncoderInputsDataModule(Spacewalk18(root), bank_dir, text_encoder=text, video_encoder=video,
                                  bank_config=BANK, context_seconds=60.0, modalities=modalities, **kw)
@@ -60,20 +87,91 @@ def test_text_tower_starts_from_the_frozen_window_feature(root, tmp_path, minilm
     np.testing.assert_allclose(out, frozen.splits["val"].clip[:25], atol=2e-3)  # the bank stores float16
 
 
-def test_video_tower_starts_from_the_frozen_encoder_and_frames_follow_the_window(root, tmp_path, minilm):
-    video = tiny_clip()
+@pytest.mark.parametrize("family", list(VIDEO_TOWERS))
+def test_video_tower_starts_from_the_frozen_encoder_and_frames_follow_the_window(root, tmp_path, minilm, family):
+    video = VIDEO_TOWERS[family]()
     dm = make(root, tmp_path / "bank", "video", minilm, video, batch_size=3, eval_batch_size=5)
+    assert dm.num_frames == video.num_frames == 4  # k defaults to the encoder's count
     batch = next(iter(dm.loader("test")))
     assert batch["frames"].shape == (5, 4, 3, 32, 32)
     head = TrainableTowers(dm.feature_dim, "video", video_encoder=video).eval()
+    assert isinstance(head.video, encoders.VideoTower) and head.video.dim == dm.feature_dim
     with torch.no_grad():
         out = head(batch).numpy()
-    # the same 4 frames, decoded here with the encoder's own inference path
+    # the same 4 frames, decoded here and encoded by the frozen encoder's own inference path
     ds, video_id = dm.dataset, dm.video_ids["test"][0]
     rec, w = ds.recordings[video_id], dm.windows["test"]
     with open_video(rec.video_path) as reader:
         clips = [reader.frames_at(sparse_timestamps(w.start[i], w.end[i], 4)) for i in range(5)]
     np.testing.assert_allclose(out, video.encode(clips), atol=1e-5)
+    assert not np.allclose(out[0], out[1:], atol=1e-3)  # windows differ: not a constant feature
+    # the copy trains, the frozen encoder stays frozen
+    assert all(p.requires_grad for p in head.video.parameters())
+    assert not any(p.requires_grad for p in video.model.parameters())
+
+
+def test_clip_models_take_their_own_frame_count(root, tmp_path, minilm):
+    with pytest.raises(ValueError, match="exactly that many"):
+        make(root, tmp_path / "bank", "video", minilm, tiny_videomae(), num_frames=8)
+
+
+@pytest.mark.parametrize("family", ["xclip", "videomae"])
+def test_clip_model_towers_freeze_blocks_and_checkpoint_activations(family):
+    video = VIDEO_TOWERS[family](layers=2)
+    tower = video.trainable_tower()
+    if family == "xclip":  # only the video side is copied
+        assert tower.model.text_model is None and tower.model.logit_scale is None
+    x = torch.randn(2, 4, 3, 32, 32)
+    tower(x).sum().backward()
+    plain = {n: p.grad.clone() for n, p in tower.named_parameters()}
+    tower.zero_grad()
+    tower.set_activation_checkpointing(True)
+    assert all(block.gradient_checkpointing for block in tower.blocks())
+    tower(x).sum().backward()  # recomputed in backward, the same gradients (no dropout in these configs)
+    for n, p in tower.named_parameters():
+        torch.testing.assert_close(p.grad, plain[n], msg=n)
+    freeze_first_blocks(tower, 1)
+    blocks = tower.blocks()
+    assert not any(p.requires_grad for p in blocks[0].parameters()) and not any(p.requires_grad for p in tower.stem())
+    assert all(p.requires_grad for p in blocks[1].parameters())
+    embeddings = tower.model.vision_model.embeddings if family == "xclip" else tower.model.embeddings
+    assert not any(p.requires_grad for p in embeddings.parameters())
+    if family == "xclip":  # after the ViT: the projection and the multi-frame integration transformer train
+        assert all(p.requires_grad for p in tower.model.mit.parameters())
+        assert tower.model.visual_projection.weight.requires_grad
+
+
+def test_clip_transform_trains_on_one_crop_for_the_whole_clip():
+    video = tiny_videomae()
+    frames = np.random.default_rng(0).integers(0, 256, (4, 40, 48, 3), dtype=np.uint8)
+    frames[1:] = frames[0]  # a still clip stays a still clip under the training crop
+    train, test = video.clip_transform(train=True), video.clip_transform(train=False)
+    torch.manual_seed(1)
+    a = train(frames)
+    torch.manual_seed(1)
+    assert a.shape == (4, 3, 32, 32) and torch.equal(a, train(frames))  # draws from torch's generator
+    assert all(torch.equal(a[0], a[j]) for j in range(1, 4))
+    assert not torch.equal(a, test(frames))
+
+
+@pytest.mark.parametrize("family", ["xclip", "videomae"])
+def test_a_clip_model_tower_trains_a_step(root, tmp_path, minilm, family):
+    # VideoMAE has no text space: modalities=video compares the window's VideoMAE feature with the animations'
+    import pytorch_lightning as pl
+    from functools import partial
+
+    video = VIDEO_TOWERS[family]()
+    dm = make(root, tmp_path / "bank", "video", minilm, video, batch_size=8, eval_batch_size=32)
+    head = TrainableTowers(dm.feature_dim, "video", video_encoder=video, activation_checkpointing=True)
+    before = {n: p.detach().clone() for n, p in head.video.named_parameters()}
+    module = AllLayerModule(head, optimizer=partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.2), warmup_fraction=0)
+    trainer = pl.Trainer(max_steps=2, limit_val_batches=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                         use_distributed_sampler=False)
+    trainer.fit(module, datamodule=dm)
+    assert trainer.global_step == 2 and np.isfinite(trainer.callback_metrics["train/loss"].item())
+    moved = [n for n, p in head.video.named_parameters() if not torch.equal(p.detach(), before[n])]
+    assert len(moved) == len(before)  # every parameter of the tower took the steps
 
 
 def test_samples_are_deterministic_and_two_processes_share_one_global_batch(root, tmp_path, minilm):
@@ -135,9 +233,10 @@ def test_freezing_blocks_and_the_optimiser_groups(minilm):
     video = tiny_clip()
     head = TrainableTowers(16 + 2 * 384, "video+text", video_encoder=video, text_encoder=minilm,
                            video_freeze_blocks=1, text_freeze_blocks=5)
-    assert not any(p.requires_grad for p in head.video.transformer.resblocks[0].parameters())
-    assert all(p.requires_grad for p in head.video.transformer.resblocks[1].parameters())
-    assert not head.video.conv1.weight.requires_grad and head.video.proj.requires_grad
+    visual = head.video.visual
+    assert not any(p.requires_grad for p in visual.transformer.resblocks[0].parameters())
+    assert all(p.requires_grad for p in visual.transformer.resblocks[1].parameters())
+    assert not visual.conv1.weight.requires_grad and visual.proj.requires_grad
     assert not any(p.requires_grad for p in head.text.embeddings.parameters())
     assert not any(p.requires_grad for p in head.text.encoder.layer[4].parameters())
     assert all(p.requires_grad for p in head.text.encoder.layer[5].parameters())
@@ -208,3 +307,45 @@ def test_text_tower_under_an_lfb_head_starts_from_the_frozen_lfb_head(root, tmp_
         torch.testing.assert_close(head(batch), reference(bank_batch), atol=3e-3, rtol=0)
     with pytest.raises(ValueError, match="modalities=text"):
         make(root, tmp_path / "bank", "video+text", minilm, tiny_clip(), text_cells=True)
+
+
+@pytest.mark.parametrize("family", ["open_clip", "videomae"])
+def test_video_cells_at_the_bank_fps_start_from_the_bank(root, tmp_path, minilm, family):
+    # frames="cells": each window cell's frames at the bank's fps through the tower give the bank's cell features
+    # (frames decoded at their own size and by the bank's backend here, so the pixels are the bank's)
+    from models.heads import LFBAvg
+
+    video = VIDEO_TOWERS[family]()
+    bank = {**BANK, "frame_size": 64}  # the synthetic videos' own size: the bank does not resize
+    args = dict(text_encoder=minilm, video_encoder=video, bank_config=bank, context_seconds=60.0, modalities="video")
+    dm = EncoderInputsDataModule(Spacewalk18(root), tmp_path / "bank", frames="cells", video_backend="pyav",
+                                 text_cells="avg", batch_size=3, eval_batch_size=4, **args)
+    dm.setup()
+    frozen = StepRecognitionDataModule(Spacewalk18(root), tmp_path / "bank", cells=True, batch_size=4,
+                                       eval_batch_size=4, **args)
+    frozen.setup()
+    batch, bank_batch = next(iter(dm.loader("test"))), next(iter(frozen.loader("test")))
+    assert torch.equal(batch["cell_mask"], bank_batch["cell_mask"])
+    assert torch.equal(batch["query_pos"], bank_batch["query_pos"])
+    frames_per_cell = 12 if family == "open_clip" else 4  # 12 s at 1 fps; a clip model's own count
+    assert batch["cell_frames"].shape[:2] == (int(batch["cell_mask"].sum()), frames_per_cell)
+    assert ("cell_frame_mask" in batch) == (family == "open_clip")
+    head = TrainableTowers(dm.feature_dim, "video", video_encoder=video).eval()
+    lfb = TrainableTowers(dm.feature_dim, "video", video_encoder=video, lfb="avg").eval()
+    reference = LFBAvg(dm.feature_dim)
+    reference.load_state_dict(lfb.lfb.state_dict())
+    with torch.no_grad():
+        cells = head.video_cells(batch)
+        torch.testing.assert_close(cells, bank_batch["cells"], atol=2e-3, rtol=0)  # the bank stores float16
+        # without an LFB head: the window feature is the bank's dense one, the normalised mean of its cells
+        dense = torch.from_numpy(np.asarray(frozen.splits["test"].clip[:4], np.float32))
+        torch.testing.assert_close(head(batch), dense, atol=2e-3, rtol=0)
+        torch.testing.assert_close(lfb(batch), reference(bank_batch), atol=3e-3, rtol=0)
+    # a training batch backpropagates through every cell into the tower
+    dm.trainer = None
+    train = next(iter(dm._loader("train", shuffle=True)))
+    lfb.train()
+    lfb(train).square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in lfb.video.parameters())
+    with pytest.raises(ValueError, match="frames=cells"):
+        EncoderInputsDataModule(Spacewalk18(root), tmp_path / "bank", text_cells="avg", **args)

@@ -98,3 +98,18 @@ def test_the_trainable_text_tower_runs_end_to_end(tmp_path, lfb):
     assert f"text_cells: {lfb}" in config
     official = official_scores(tmp_path / "synthetic", "test", run_dir / "predictions.json")
     assert {k: m[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
+
+
+@pytest.mark.parametrize("overrides", [("encoder=tiny_videomae",),
+                                       ("encoder=tiny_clip", "datamodule.frames=cells", "model.head.lfb=avg")],
+                         ids=["videomae", "cells_lfb_avg"])
+def test_the_other_video_towers_run_end_to_end(tmp_path, overrides):
+    # a clip-model tower (VideoMAE: against the animations' VideoMAE features) and the 1 fps cells under LFB Avg,
+    # through train.py on test_train_e2e's tiny data
+    run_dir = tmp_path / "run"
+    run("train.py", tmp_path, "model=all_layer", "modalities=video", "context=1min", *overrides, "logger=csv",
+        "plots=false", f"hydra.run.dir={run_dir}")
+    m = metrics(run_dir)
+    assert m["model"] == "TrainableTowers" and m["best_val_loss"] is not None
+    official = official_scores(tmp_path / "synthetic", "test", run_dir / "predictions.json")
+    assert {k: m[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}

@@ -93,7 +93,7 @@ def test_three_windows_of_frames_and_shares_of_a_global_batch(root, tmp_path, mi
         clip = reader.frames_at(sparse_timestamps(start[0, 1], end[0, 1], 3))
     head = TrainableTowers(video.dim, "video", video_encoder=video, text_blocks=1).eval()
     with torch.no_grad():
-        got = head.video_feature(batch["frames"][:1, 1]).numpy()
+        got = head.video(batch["frames"][:1, 1]).numpy()
     np.testing.assert_allclose(got, video.encode([clip]), atol=1e-5)
 
 

@@ -123,7 +123,9 @@ def test_runner_writes_records_and_counts_unparsable_as_wrong(tmp_path):
     records = runner.read_records(tmp_path / runner.RECORDS)
     assert [r.item_id for r in records] == [f"q{i}" for i in range(10)]
     assert records[1].choice is None and records[1].correct is False and records[1].reply == "no idea"
-    assert "question 1?" in records[1].prompt and Prompt.VISUAL not in records[1].prompt
+    assert records[1].prompt == "" and len(records[1].prompt_parts) == 6  # compact: the parts by id
+    audited = runner.read_run(tmp_path)
+    assert audited[1].prompt.startswith(Prompt.VISUAL + "\nquestion 1?\n(A) ")
     assert json.loads((tmp_path / runner.METRICS).read_text()) == metrics
     assert json.loads((tmp_path / "choices.json").read_text())[:2] == [records[0].choice, None]
 
@@ -162,7 +164,42 @@ def test_several_processes_split_the_items_and_rank0_merges(tmp_path):
     merged = runner.run(task, RandomBackend(seed=3), run_dir, rank=0, world_size=2, progress=False, wait_seconds=5)
     assert merged == single
     assert (run_dir / runner.RECORDS).read_text() == (tmp_path / "one" / runner.RECORDS).read_text()
-    assert not list(run_dir.glob("records.rank*"))
+    assert not list(run_dir.glob("records.rank*")) and not list(run_dir.glob("prompt_parts.rank*"))
+    assert (run_dir / "prompt_parts.jsonl").read_text() == (tmp_path / "one" / "prompt_parts.jsonl").read_text()
+
+
+def test_records_keep_each_distinct_prompt_part_once_and_read_back_whole(tmp_path, capsys):
+    from spacewalk.multiple_choice import records as store
+
+    task = ToyTask(12)  # every prompt: the visual marker, its question, then the same four option lines
+    full = runner.run(task, ScriptedBackend("letter"), tmp_path / "full", progress=False, prompts="full")
+    compact = runner.run(task, ScriptedBackend("letter"), tmp_path / "parts", chunk_size=5, progress=False)
+    assert compact == full and not (tmp_path / "full" / store.PARTS).exists()
+    parts = [json.loads(line) for line in (tmp_path / "parts" / store.PARTS).read_text().splitlines()]
+    assert len(parts) == 1 + 12 + 4 and len({p["id"] for p in parts}) == len(parts)
+    assert [r.prompt for r in runner.read_run(tmp_path / "parts")] == \
+        [r.prompt for r in runner.read_records(tmp_path / "full" / runner.RECORDS)]
+    store.main([str(tmp_path / "parts"), "q3"])
+    out = capsys.readouterr().out
+    answer = task.items()[3].answer
+    assert out.startswith(f"=== q3: choice {answer}, correct True\n<visual>\nquestion 3?\n(A) option 0\n")
+    assert f"--- reply\n{chr(65 + answer)}\n" in out
+    # a part cut off by a kill is dropped, and so is every record after it (never written): a re-run asks again
+    run_dir = tmp_path / "killed"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(task, Crashing(after=8), run_dir, chunk_size=4, progress=False)
+    with open(run_dir / store.PARTS, "a") as f:
+        f.write('{"id": "0123", "text": "cut')
+    assert runner.run(task, ScriptedBackend("letter"), run_dir, chunk_size=4, progress=False) == full
+    assert (run_dir / store.PARTS).read_text() == (tmp_path / "parts" / store.PARTS).read_text()
+    # a run resumed with the other setting holds both forms; each record reads back whole
+    mixed_dir = tmp_path / "mixed"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(task, Crashing(after=4), mixed_dir, chunk_size=4, progress=False, prompts="full")
+    runner.run(task, ScriptedBackend("letter"), mixed_dir, progress=False)
+    assert [r.prompt for r in runner.read_run(mixed_dir)] == [r.prompt for r in runner.read_run(tmp_path / "parts")]
+    with pytest.raises(ValueError, match="prompts must be one of"):
+        runner.run(task, ScriptedBackend("letter"), tmp_path / "bad", progress=False, prompts="none")
 
 
 def test_rank0_reports_missing_records_of_a_stopped_rank(tmp_path):
@@ -290,7 +327,7 @@ def test_contrastive_text_queries_and_pooling():
 
 
 def test_step_oracle_lists_the_steps_of_the_window(synthetic):
-    task = StepRecognitionQuestions(synthetic, "test", "5min", samples_per_video=5, summary="step_oracle")
+    task = StepRecognitionQuestions(synthetic, "test", "5min", samples_per_video=5, summary="step_oracle_captions")
     for item in task.items():
         recording = synthetic.recordings[item.meta["video_id"]]
         truth = [s.label for s in recording.segments

@@ -125,12 +125,13 @@ def test_requests_retries_and_answers_through_the_runner(stub, items, tmp_path):
     system, user = body["messages"]
     assert system == {"role": "system", "content": "Be brief."}
     kinds = [part["type"] for part in user["content"]]
-    assert kinds == ["image_url", "image_url", "text", "text"]  # the frames where the visual marker is
+    assert kinds == ["image_url", "image_url", "text"]  # the frames where the visual marker is, then the texts
     url = user["content"][0]["image_url"]["url"]
     assert url.startswith("data:image/jpeg;base64,")
     image = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert image.size == (32, 24) and image.getpixel((16, 12))[0] > 200  # the first of 2 uniform picks: red
-    assert user["content"][2] == {"type": "text", "text": "question 0?"}
+    # adjacent texts as one, joined by newlines (as the prompt's text has them)
+    assert user["content"][2] == {"type": "text", "text": "question 0?\n(A) x\n(B) y\n(C) z"}
     records = runner.read_records(tmp_path / runner.RECORDS)
     assert [r.reply for r in records] == ["Answer: B", "Answer: B"] and records[0].meta == {"usage": {"total_tokens": 7}}
 
@@ -148,10 +149,12 @@ def test_gives_up_after_max_retries_and_does_not_retry_client_errors(stub, items
 
 def test_request_rate_limit_and_text_only(stub, items):
     backend = client(requests_per_minute=600, text_only=True)  # at most one request per 0.1 s
+    sent = []  # when the client let each request go (the server's arrival times jitter on a loaded machine)
+    wait = backend._wait_for_rate_limit
+    backend._wait_for_rate_limit = lambda: (wait(), sent.append(time.monotonic()))
     backend.answer(items, [Task(items).prompt(i) for i in items])
     assert backend.generate([Prompt(("Say hi.",))]) == ["Answer: B"]
-    times = [r["time"] for r in stub.requests]
-    assert len(times) == 3 and min(np.diff(times)) >= 0.09
+    assert len(stub.requests) == 3 and len(sent) == 3 and min(np.diff(sent)) >= 0.099
     assert all(p["type"] == "text" for r in stub.requests for p in r["body"]["messages"][-1]["content"])
 
 
@@ -162,3 +165,46 @@ def test_caption_images_sends_one_image_per_request(stub, items):
         content = request["body"]["messages"][-1]["content"]
         assert [p["type"] for p in content] == ["image_url", "text"]
         assert content[1]["text"] == "Describe the image in 30 words"
+
+
+def tiny_video(path, colours, fps=4):
+    """An mp4 of one second per colour (solid frames, `fps` frames a second)."""
+    import av
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width = stream.height = 32
+        stream.pix_fmt = "yuv420p"
+        for k, colour in enumerate(c for c in colours for _ in range(fps)):
+            frame = av.VideoFrame.from_ndarray(np.full((32, 32, 3), colour, np.uint8), format="rgb24")
+            frame.pts = k
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return path
+
+
+def colour_of(part):
+    url = part["image_url"]["url"]
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB")).mean((0, 1))
+
+
+def test_several_visuals_are_sent_in_prompt_order(stub, items, tmp_path):
+    """The clip's frames at the marker, a context clip (the preview) and stills (middle frames) where the
+    prompt puts them, each as its own images, in order."""
+    video = tiny_video(tmp_path / "mission.mp4", [(0, 0, 0), (255, 255, 255), (0, 0, 0)])
+    preview = Visual(video=video, start=1.0, end=2.0)  # the white second: 2 frames by the rule
+    bright, dark = Visual(video=video, time=1.5), Visual(video=video, time=0.25)
+    prompt = Prompt(("Intro.", Prompt.VISUAL, "The preview:", preview, "Step one:", bright, "Step two:", dark,
+                     "Answer."))
+    reply = client(num_frames=2).answer(items[:1], [prompt])[0]
+    assert reply.text == "Answer: B"
+    content = stub.requests[-1]["body"]["messages"][-1]["content"]
+    layout = [p["text"] if p["type"] == "text" else "image" for p in content]
+    assert layout == ["Intro.", "image", "image", "The preview:", "image", "image", "Step one:", "image",
+                      "Step two:", "image", "Answer."]
+    means = [colour_of(p) for p in content if p["type"] == "image_url"]
+    assert means[0][0] > 200 and means[1][1] > 200 and means[1][0] < 60  # the clip: frames 0 and 2 of 3, red, green
+    assert all(m.min() > 200 for m in means[2:5]) and means[5].max() < 60  # preview white, bright, dark
+    text_only = client(text_only=True)
+    text_only.answer(items[:1], [prompt])
+    assert all(p["type"] == "text" for p in stub.requests[-1]["body"]["messages"][-1]["content"])

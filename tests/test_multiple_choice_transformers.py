@@ -1,94 +1,23 @@
 """The transformers video-LLM backend with tiny randomly initialised models of both families (Qwen2.5-VL,
-LLaVA-OneVision), built from config objects with a tokenizer made here (no download, no network), answering
+LLaVA-OneVision; spacewalk/multiple_choice/tiny_models.py: no download, no network), answering
 Spacewalk-18 QA items of the synthetic data (frames decoded from its mp4 clips) through the runner."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from tokenizers.pre_tokenizers import ByteLevel
 
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend, conversation
+from spacewalk.multiple_choice.frames import sample_frames
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
+from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
 from spacewalk.spacewalk18.question_answering import QuestionAnswering, open_dataset
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
              retrieval_samples_per_video=4, questions_per_video=4)
-
-# a ChatML template of the kind both families ship, with each family's visual token
-TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-            "{% for part in message['content'] %}{% if part['type'] == 'video' %}VIDEO"
-            "{% elif part['type'] == 'image' %}IMAGE"
-            "{% else %}{{ part['text'] }}\n{% endif %}{% endfor %}<|im_end|>\n{% endfor %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-
-
-def tiny_tokenizer(special: list[str]):
-    """A byte-level tokenizer (one token per byte, no merges) with the family's special tokens."""
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: i for i, token in enumerate(special)}
-    for char in sorted(ByteLevel.alphabet()):
-        vocab.setdefault(char, len(vocab))
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens(special)
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-
-
-def tiny_qwen2_5_vl():
-    from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor,
-                              Qwen2VLImageProcessor)
-    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
-
-    tok = tiny_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-                          "<|image_pad|>", "<|video_pad|>"])
-    template = TEMPLATE.replace("VIDEO", "<|vision_start|><|video_pad|><|vision_end|>").replace(
-        "IMAGE", "<|vision_start|><|image_pad|><|vision_end|>")
-    pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
-    processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(**pixels), tokenizer=tok,
-                                    video_processor=Qwen2VLVideoProcessor(**pixels), chat_template=template)
-    ids = {name: tok.convert_tokens_to_ids(token) for name, token in [
-        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
-        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
-    special = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
-    config = Qwen2_5_VLConfig(
-        text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-                         rope_scaling={"type": "mrope", "mrope_section": [2, 2, 4]}, **special),
-        vision_config=dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=32,
-                           patch_size=14, spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[0],
-                           window_size=56),
-        **ids, **special)
-    torch.manual_seed(0)
-    return Qwen2_5_VLForConditionalGeneration(config), processor
-
-
-def tiny_llava_onevision():
-    from transformers import (LlavaOnevisionConfig, LlavaOnevisionForConditionalGeneration,
-                              LlavaOnevisionImageProcessor, LlavaOnevisionProcessor, LlavaOnevisionVideoProcessor)
-
-    tok = tiny_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"])
-    size = {"height": 28, "width": 28}
-    processor = LlavaOnevisionProcessor(
-        image_processor=LlavaOnevisionImageProcessor(size=size, image_grid_pinpoints=[[28, 28]]), tokenizer=tok,
-        video_processor=LlavaOnevisionVideoProcessor(size=size), num_image_tokens=4,
-        vision_feature_select_strategy="full", chat_template=TEMPLATE.replace("VIDEO", "<video>\n").replace("IMAGE", "<image>\n"))
-    special = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
-    config = LlavaOnevisionConfig(
-        text_config=dict(model_type="qwen2", vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, **special),
-        vision_config=dict(model_type="siglip_vision_model", image_size=28, patch_size=14, hidden_size=32,
-                           intermediate_size=64, num_hidden_layers=1, num_attention_heads=2),
-        image_token_index=tok.convert_tokens_to_ids("<image>"), video_token_index=tok.convert_tokens_to_ids("<video>"),
-        vision_feature_select_strategy="full", vision_feature_layer=-1, image_grid_pinpoints=[[28, 28]], **special)
-    torch.manual_seed(0)
-    return LlavaOnevisionForConditionalGeneration(config), processor
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +26,15 @@ def qa(tmp_path_factory):
     return QuestionAnswering(dataset, max_items=3)
 
 
-def test_conversation_places_the_video_at_the_marker():
+def test_conversation_places_the_video_at_the_marker(tmp_path):
     prompt = Prompt(("Intro.", Prompt.VISUAL, "Question?"), system="Be brief.")
-    assert conversation(prompt, True) == [
+    item = MultipleChoiceItem(id="x", question="q?", options=("a", "b"), visual=Visual(video=tmp_path / "a.mp4"))
+    assert conversation(prompt, item) == [
         {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
         {"role": "user", "content": [{"type": "text", "text": "Intro."}, {"type": "video"},
                                      {"type": "text", "text": "Question?"}]}]
-    assert {"type": "video"} not in conversation(prompt, False)[1]["content"]
+    assert {"type": "video"} not in conversation(prompt, item, with_visuals=False)[1]["content"]
+    assert {"type": "video"} not in conversation(prompt, None)[1]["content"]
 
 
 @pytest.mark.parametrize("family, build", [("qwen2_5_vl", tiny_qwen2_5_vl), ("llava_onevision", tiny_llava_onevision)])
@@ -123,7 +54,8 @@ def test_tiny_models_answer_through_the_runner(family, build, qa, tmp_path):
     assert [r.text for r in again] == [r.reply for r in records[:2]]
     assert backend.answer(items[1:2], prompts[1:2])[0].text == records[1].reply
     # the processor saw the family's video tokens where the prompt's marker is, then the question
-    text = processor.apply_chat_template(conversation(prompts[0], True), add_generation_prompt=True, tokenize=False)
+    text = processor.apply_chat_template(conversation(prompts[0], items[0]), add_generation_prompt=True,
+                                         tokenize=False)
     video = "<|video_pad|>" if family == "qwen2_5_vl" else "<video>"
     assert text.index(video) < text.index("Here is the question:")
     assert backend.generate([Prompt(("Say a letter.",))])[0] is not None
@@ -166,7 +98,62 @@ def test_caption_enhanced_llm_with_a_tiny_captioner(qa, tmp_path):
     lines = prompt.parts[0].splitlines()[1:]
     item = qa.items()[0]
     clip = item.visual.end - item.visual.start
-    assert len(lines) == 6 and lines[0].startswith("[00:") and prompt.parts[1:] == qa.prompt(item).parts[1:]
+    assert len(lines) == 6 and lines[0].startswith("[00:") and "\n".join(prompt.parts[1:]) == qa.prompt(item).text
     assert lines[-1].startswith(f"[{int(round(clip * 11 / 12)) // 60:02d}:")  # the last of 6 bin centres
     records = runner.read_records(tmp_path / runner.RECORDS)
     assert len(records[0].meta["captions"]) == 6
+
+
+def solid_frames(tmp_path, name, colour, n):
+    from PIL import Image
+
+    paths = []
+    for i in range(n):
+        paths.append(tmp_path / f"{name}{i}.png")
+        Image.new("RGB", (56, 56), colour).save(paths[-1])
+    return Visual(frames=tuple(paths))
+
+
+@pytest.mark.parametrize("family, build", [("qwen2_5_vl", tiny_qwen2_5_vl), ("llava_onevision", tiny_llava_onevision)])
+def test_several_visuals_reach_the_model_in_prompt_order(family, build, qa, tmp_path):
+    """A batch of two items whose prompts hold the clip, a context clip (the preview) and stills (middle
+    frames): the processor gets every row's videos and images in prompt order, the template has each video
+    and image token where its part is, and the model answers (its visual features fill those tokens)."""
+    model, processor = build()
+    backend = TransformersVLMBackend(family, model_object=model, processor=processor, num_frames=2, dtype="float32",
+                                     device="cpu", max_new_tokens=2)
+    calls = []
+    original = backend.processor.__call__
+
+    class Spy:  # the processor, remembering what it was handed
+        def __getattr__(self, name):
+            return getattr(processor, name)
+
+        def __call__(self, **kwargs):
+            calls.append(kwargs)
+            return original(**kwargs)
+
+    backend.processor = Spy()
+    clip_a, clip_b = solid_frames(tmp_path, "a", (250, 0, 0), 2), solid_frames(tmp_path, "b", (0, 0, 250), 2)
+    preview = solid_frames(tmp_path, "p", (0, 250, 0), 2)
+    video = qa.items()[0].visual.video
+    still_1, still_2 = Visual(video=video, time=1.0), Visual(video=video, time=30.0)
+    items = [MultipleChoiceItem(id="a", question="q?", options=("x", "y"), visual=clip_a),
+             MultipleChoiceItem(id="b", question="q?", options=("x", "y"), visual=clip_b)]
+    prompts = [Prompt((Prompt.VISUAL, "The preview:", preview, "Step one:", still_1, "Step two:", still_2, "Answer.")),
+               Prompt(("The still:", still_2, Prompt.VISUAL, "Answer."))]
+    replies = backend.answer(items, prompts)
+    assert len(replies) == 2 and all(isinstance(r.text, str) for r in replies)
+    call = calls[-1]
+    colours = [tuple(int(c) for c in v[0, 0, 0]) for v in call["videos"]]
+    assert colours == [(250, 0, 0), (0, 250, 0), (0, 0, 250)]  # row 1: clip, preview; row 2: clip
+    expected_stills = [sample_frames(v, backend.rule)[0][0] for v in (still_1, still_2, still_2)]
+    assert len(call["images"]) == 3 and all(np.array_equal(a, b) for a, b in zip(call["images"], expected_stills))
+    video_token, image_token = (("<|video_pad|>", "<|image_pad|>") if family == "qwen2_5_vl" else ("<video>", "<image>"))
+    first = call["text"][0]
+    order = [first.index(video_token), first.index("The preview:"), first.index(video_token, first.index("The preview:")),
+             first.index("Step one:"), first.index(image_token), first.index("Step two:"),
+             first.index(image_token, first.index("Step two:")), first.index("Answer.")]
+    assert order == sorted(order)
+    second = call["text"][1]
+    assert second.index("The still:") < second.index(image_token) < second.index(video_token) < second.index("Answer.")

@@ -31,20 +31,37 @@ def score_closeqa(questions: Sequence[Question], replies: Mapping[int, str]) -> 
     return grouped_accuracy(questions, correct, unparsable)
 
 
-def score_openqa(questions: Sequence[Question], replies: Mapping[int, str],
-                 generate: Callable[[list[str]], list[str]] | None) -> tuple[dict[str, Any], list[openqa.Judgement]]:
-    """OpenQA: the substring rule, then the judge through `generate` (None: those items score 0 and the
-    metrics say "judge": "none", a lower bound)."""
-    judgements = openqa.judge_replies(
-        [(q.question, q.answer.text, q.answer.detailed, replies[q.id]) for q in questions], generate)
+def openqa_metrics(questions: Sequence[Question], judgements: Sequence[openqa.Judgement],
+                   judge: str) -> dict[str, Any]:
+    """Accuracy overall and per group, where each score came from ("substring", "judge: mark", "judge: no
+    {...} block", ...), the mean score, the judge's name ("none": the substring rule alone, a lower bound)
+    and `judge_unreadable`: the ids whose judge reply gave no mark (scored 0, so counted wrong), with why."""
     metrics = grouped_accuracy(questions, {q.id: j.correct for q, j in zip(questions, judgements)})
     sources: dict[str, int] = {}
     for j in judgements:
         sources[j.source] = sources.get(j.source, 0) + 1
     metrics["score_sources"] = dict(sorted(sources.items()))
     metrics["mean_score"] = sum(j.score for j in judgements) / len(judgements) if judgements else 0.0
-    metrics["judge"] = "given" if generate is not None else "none"
-    return metrics, judgements
+    metrics["judge"] = judge
+    metrics["judge_unreadable"] = {str(q.id): j.source.removeprefix("judge: ") for q, j in zip(questions, judgements)
+                                   if j.source.startswith("judge: ") and j.source != "judge: mark"}
+    return metrics
+
+
+def score_openqa(questions: Sequence[Question], replies: Mapping[int, str],
+                 generate: Callable[[list[str]], list[str]] | None,
+                 judge: str = "given") -> tuple[dict[str, Any], list[openqa.Judgement]]:
+    """OpenQA: the substring rule, then the judge through `generate` (None: those items score 0 and the
+    metrics say "judge": "none", a lower bound)."""
+    judgements = openqa.judge_replies(
+        [(q.question, q.answer.text, q.answer.detailed, replies[q.id]) for q in questions], generate)
+    return openqa_metrics(questions, judgements, judge if generate is not None else "none"), judgements
+
+
+def judgements_json(ids: Sequence[str], judgements: Sequence[openqa.Judgement]) -> dict[str, dict[str, Any]]:
+    """Every judgement by id: what egocross_openqa_judgements.json holds."""
+    return {i: {"prediction": j.prediction, "score": j.score, "correct": j.correct, "source": j.source,
+                "judge_prompt": j.judge_prompt, "judge_reply": j.judge_reply} for i, j in zip(ids, judgements)}
 
 
 def _items(dataset: EgoCross, limit: int | None) -> list[MultipleChoiceItem]:
@@ -152,24 +169,15 @@ class EgoCrossOpenQATask:
         answered = [item for item in items if item.answer is not None]
         judgements = self.judgements([(item.id, by_record[item.id].reply) for item in answered])
         questions = [self._by_id[item.id] for item in answered]
-        metrics = grouped_accuracy(questions, {q.id: j.correct for q, j in zip(questions, judgements)})
-        sources: dict[str, int] = {}
-        for j in judgements:
-            sources[j.source] = sources.get(j.source, 0) + 1
-        metrics["score_sources"] = dict(sorted(sources.items()))
-        metrics["mean_score"] = sum(j.score for j in judgements) / len(judgements) if judgements else 0.0
-        metrics["judge"] = getattr(self.judge, "name", "given") if self.judge is not None else "none"
-        return metrics
+        judge = getattr(self.judge, "name", "given") if self.judge is not None else "none"
+        return openqa_metrics(questions, judgements, judge)
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         by_record = {r.item_id: r for r in records}
         write_json(Path(out_dir) / OPENQA_REPLIES_FILE, {item.id: by_record[item.id].reply for item in items})
         answered = [item for item in items if item.answer is not None]
         judged = self.judgements([(item.id, by_record[item.id].reply) for item in answered])
-        write_json(Path(out_dir) / OPENQA_JUDGEMENTS_FILE, {
-            item.id: {"prediction": j.prediction, "score": j.score, "correct": j.correct, "source": j.source,
-                      "judge_prompt": j.judge_prompt, "judge_reply": j.judge_reply}
-            for item, j in zip(answered, judged)})
+        write_json(Path(out_dir) / OPENQA_JUDGEMENTS_FILE, judgements_json([item.id for item in answered], judged))
 
 
 def open_egocross(data: str | Path | None = None, frames_root: str | Path | None = None,

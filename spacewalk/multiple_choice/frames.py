@@ -1,7 +1,9 @@
 """The frames a model sees of an item's visual: `num_frames` spread uniformly over the clip (the model's
 default count; the centres of equal bins, the paper's sparse sampling), or an fps rule (one frame every
 1/fps seconds from the clip's start) capped at `max_frames` (uniformly thinned beyond it), as a backend's
-config value. Extracted frame files (EgoCross) are thinned the same way by position."""
+config value. Extracted frame files (EgoCross) are thinned the same way by position, never repeated: a
+list shorter than the rule's count is shown whole (an EgoCross folder is the authors' 0.5 fps sampling of
+the clip; showing a frame twice adds nothing)."""
 
 from __future__ import annotations
 
@@ -40,15 +42,19 @@ class FrameRule:
         return t
 
     def count(self, available: int) -> int:
-        if self.num_frames is not None:
-            return self.num_frames
-        return available if self.max_frames is None else min(available, self.max_frames)
+        """How many of `available` extracted frames to show: the rule's count, at most all of them."""
+        limit = self.num_frames if self.num_frames is not None else self.max_frames
+        return available if limit is None else min(available, limit)
 
 
 def sample_frames(visual: Visual, rule: FrameRule) -> tuple[np.ndarray, np.ndarray]:
-    """uint8 RGB frames [n, H, W, 3] and their times in seconds (NaN when a frame list has none)."""
+    """uint8 RGB frames [n, H, W, 3] and their times in seconds (NaN when a frame list has none). A still
+    (`visual.time`) is its one frame whatever the rule."""
     if visual.video is not None:
         with open_video(visual.video, rule.backend) as reader:
+            if visual.time is not None:
+                times = np.array([min(visual.time, reader.duration)])
+                return reader.frames_at(times), times
             start = 0.0 if visual.start is None else visual.start
             end = reader.duration if visual.end is None else min(visual.end, reader.duration)
             times = rule.timestamps(start, end)

@@ -17,6 +17,8 @@ from typing import Any, Mapping
 class Visual:
     """What to show. Exactly one of:
     - `video` (a file), optionally the slice [`start`, `end`) in seconds (None: from the start / to the end);
+    - `video` and `time`: the one frame of the video at `time` seconds, shown as an image (a still: e.g. a
+      step's middle frame in the step oracle of Spacewalk-18's Table 4);
     - `frames`: image files already extracted (EgoCross), in temporal order, with their times in seconds
       when known (`frame_times`, same length)."""
 
@@ -25,10 +27,30 @@ class Visual:
     end: float | None = None
     frames: tuple[Path, ...] = ()
     frame_times: tuple[float, ...] = ()
+    time: float | None = None
+
+    @property
+    def is_still(self) -> bool:
+        """One frame (an image to a model), not a clip."""
+        return self.time is not None
+
+    def describe(self) -> str:
+        """A short account for records and logs: the file and the slice, time or frame count."""
+        if self.frames:
+            return f"{len(self.frames)} frames from {self.frames[0].parent.name or self.frames[0]}"
+        name = Path(self.video).name
+        if self.time is not None:
+            return f"{name} at {self.time:.1f} s"
+        span = ("" if self.start is None and self.end is None else
+                f" [{'start' if self.start is None else f'{self.start:.1f}'}, "
+                f"{'end' if self.end is None else f'{self.end:.1f}'}) s")
+        return name + span
 
     def __post_init__(self):
         if (self.video is None) == (not self.frames):
             raise ValueError("a Visual is either a video (with an optional slice) or a list of frames, not both")
+        if self.time is not None and (self.video is None or self.start is not None or self.end is not None):
+            raise ValueError("a still (time) is one frame of a video, without a slice")
         if self.frame_times and len(self.frame_times) != len(self.frames):
             raise ValueError(f"{len(self.frames)} frames but {len(self.frame_times)} frame times")
         if self.start is not None and self.end is not None and not self.end > self.start:

@@ -1,6 +1,9 @@
 """The multiple-choice runner: a task's items -> its prompts -> a backend's replies -> the task's parse ->
 one `Record` per item, appended to the run's JSONL as it happens -> the task's metrics and official files.
 
+Records: spacewalk/multiple_choice/records.py (each distinct prompt part stored once, `prompts="parts"`, or
+every prompt in full, `prompts="full"`).
+
 Resuming: records are appended (and flushed) a chunk at a time, so a killed run loses at most the chunk in
 flight; a re-run with the same run directory reads every record already there, skips those items and
 ends with the same metrics as a run that was never interrupted. A run directory remembers what it was
@@ -20,25 +23,23 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from spacewalk.io import atomic_path, load_json, write_json
+from spacewalk.io import load_json, write_json
 from spacewalk.multiple_choice.items import MultipleChoiceItem
+from spacewalk.multiple_choice.records import (PARTS, PROMPT_FORMS, RECORDS, PartWriter, parts_shard_name,
+                                               read_records, record_to_json, repair_tail, shard_name, write_merged)
+from spacewalk.multiple_choice.records import read_run  # noqa: F401  (re-exported: runner.read_run(run_dir))
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Record
 
 log = logging.getLogger(__name__)
 
-RECORDS = "records.jsonl"
 METRICS = "metrics.json"
 RUN_FILE = "run.json"
-
-
-def shard_name(rank: int) -> str:
-    return f"records.rank{rank}.jsonl"
 
 
 def rank_and_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
@@ -54,41 +55,7 @@ def rank_and_world(rank: int | None = None, world_size: int | None = None) -> tu
     return rank, world_size
 
 
-# ---- records on disk ----
-
-
-def record_to_json(record: Record) -> dict[str, Any]:
-    out = asdict(record)
-    out["scores"] = None if record.scores is None else list(record.scores)
-    out["meta"] = dict(record.meta)
-    return out
-
-
-def record_from_json(raw: Mapping[str, Any]) -> Record:
-    scores = raw.get("scores")
-    return Record(item_id=str(raw["item_id"]), prompt=raw["prompt"], reply=raw["reply"], choice=raw["choice"],
-                  correct=raw["correct"], scores=None if scores is None else tuple(scores),
-                  meta=raw.get("meta") or {})
-
-
-def read_records(path: Path) -> list[Record]:
-    """The records of one JSONL file. A last line cut off by a kill (no newline, not valid JSON) is the item
-    that was in flight: it is dropped and re-run. A bad line elsewhere is an error naming the file and line."""
-    if not path.is_file():
-        return []
-    records = []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(record_from_json(json.loads(line)))
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            if number == len(lines):  # the unterminated last line of a killed writer
-                log.warning("%s: dropping the cut-off last line (an item in flight when the run stopped)", path)
-                break
-            raise ValueError(f"{path}: line {number} is not a record ({e})") from e
-    return records
+# ---- records on disk (spacewalk/multiple_choice/records.py) ----
 
 
 def existing_records(run_dir: Path) -> dict[str, Record]:
@@ -98,16 +65,6 @@ def existing_records(run_dir: Path) -> dict[str, Record]:
         for record in read_records(path):
             found.setdefault(record.item_id, record)
     return found
-
-
-def _repair_tail(path: Path) -> None:
-    # a killed writer may leave a last line without its newline: cut it before appending after it
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    data = path.read_bytes()
-    if not data.endswith(b"\n"):
-        with open(path, "r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
 
 
 def check_run_identity(run_dir: Path, identity: Mapping[str, Any]) -> None:
@@ -137,26 +94,31 @@ def answer_items(task: MultipleChoiceTask, backend: Backend, items: Sequence[Mul
     """Records for `items` without touching the disk (tests, notebooks)."""
     records = []
     for chunk in _chunks(items, chunk_size):
-        records.extend(_answer_chunk(task, backend, chunk))
+        records.extend(_answer_chunk(task, backend, chunk)[0])
     return records
 
 
-def _answer_chunk(task: MultipleChoiceTask, backend: Backend, chunk: Sequence[MultipleChoiceItem]) -> list[Record]:
+def _answer_chunk(task: MultipleChoiceTask, backend: Backend, chunk: Sequence[MultipleChoiceItem]
+                  ) -> tuple[list[Record], list[list[str]]]:
+    """The chunk's records (prompt texts in full) and each prompt's audit parts."""
     prompts = [task.prompt(item) for item in chunk]
     replies = backend.answer(chunk, prompts)
     if len(replies) != len(chunk):
         raise RuntimeError(f"backend {backend.name} gave {len(replies)} replies for {len(chunk)} items")
-    records = []
+    records, audit = [], []
     for item, prompt, reply in zip(chunk, prompts, replies):
         if reply.choice is not None:
             choice = reply.choice if 0 <= reply.choice < len(item.options) else None
         else:
             choice = task.parse(item, reply.text)
         correct = None if item.answer is None else choice == item.answer
-        records.append(Record(item_id=item.id, prompt=prompt.text, reply=reply.text, choice=choice, correct=correct,
+        parts = prompt.audit_parts()
+        audit.append(parts)
+        records.append(Record(item_id=item.id, prompt="\n".join(parts), reply=reply.text, choice=choice,
+                              correct=correct,
                               scores=None if reply.scores is None else tuple(float(s) for s in reply.scores),
                               meta=dict(reply.meta)))
-    return records
+    return records, audit
 
 
 def _progress_postfix(correct: int, answered: int, unparsable: int) -> dict[str, str]:
@@ -167,11 +129,16 @@ def _progress_postfix(correct: int, answered: int, unparsable: int) -> dict[str,
 
 def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chunk_size: int = 8,
         identity: Mapping[str, Any] | None = None, rank: int | None = None, world_size: int | None = None,
-        wait_seconds: float = 24 * 3600, poll_seconds: float = 2.0, progress: bool = True) -> dict[str, Any] | None:
+        wait_seconds: float = 24 * 3600, poll_seconds: float = 2.0, progress: bool = True,
+        prompts: str = "parts") -> dict[str, Any] | None:
     """Answer every item of `task` not yet recorded in `run_dir`, then (rank 0) merge the records and write
-    `metrics.json` and the task's official files. Returns the metrics on rank 0, None on the other ranks."""
+    `metrics.json` and the task's official files. Returns the metrics on rank 0, None on the other ranks.
+    `prompts`: "parts" (each distinct prompt part once, in prompt_parts.jsonl) or "full" (every record
+    carries its whole prompt)."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    if prompts not in PROMPT_FORMS:
+        raise ValueError(f"prompts must be one of {PROMPT_FORMS}, got {prompts!r}")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     rank, world_size = rank_and_world(rank, world_size)
@@ -192,7 +159,9 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
     todo = [item for item in mine if item.id not in done]
     answered = [done[item.id] for item in mine if item.id in done]
     shard = run_dir / (RECORDS if world_size == 1 else shard_name(rank))
-    _repair_tail(shard)
+    repair_tail(shard)
+    part_writer = (PartWriter(run_dir, run_dir / (PARTS if world_size == 1 else parts_shard_name(rank)))
+                   if prompts == "parts" else None)
 
     correct = sum(bool(r.correct) for r in answered)
     unparsable = sum(r.choice is None for r in answered)
@@ -200,9 +169,13 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
                desc=f"{task.name} / {backend.name}" + (f" [rank {rank}/{world_size}]" if world_size > 1 else ""))
     known = sum(r.correct is not None for r in answered)
     bar.set_postfix(_progress_postfix(correct, known, unparsable))
+    parts_out = open(part_writer.path, "a", encoding="utf-8") if part_writer is not None else None
     with open(shard, "a", encoding="utf-8") as out:
         for chunk in _chunks(todo, chunk_size):
-            records = _answer_chunk(task, backend, chunk)
+            records, audit = _answer_chunk(task, backend, chunk)
+            if part_writer is not None:  # the parts reach the disk before the records that name them
+                records = [replace(r, prompt="", prompt_parts=part_writer.ids(parts, parts_out))
+                           for r, parts in zip(records, audit)]
             out.write("".join(json.dumps(record_to_json(r), ensure_ascii=False) + "\n" for r in records))
             out.flush()
             os.fsync(out.fileno())
@@ -213,6 +186,10 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
             bar.update(len(records))
             bar.set_postfix(_progress_postfix(correct, known, unparsable))
     bar.close()
+    if parts_out is not None:
+        parts_out.close()
+        if part_writer.path.stat().st_size == 0:
+            part_writer.path.unlink()
     if rank != 0:
         return None
     return finish(task, run_dir, items, wait_seconds=wait_seconds, poll_seconds=poll_seconds)
@@ -234,11 +211,7 @@ def finish(task: MultipleChoiceTask, run_dir: Path, items: Sequence[MultipleChoi
                                "rank stop? Re-run the same command to answer them")
         time.sleep(poll_seconds)
     records = [done[item.id] for item in items]
-    with atomic_path(run_dir / RECORDS) as tmp:
-        tmp.write_text("".join(json.dumps(record_to_json(r), ensure_ascii=False) + "\n" for r in records),
-                       encoding="utf-8")
-    for path in run_dir.glob("records.rank*.jsonl"):
-        path.unlink()
+    write_merged(run_dir, records)
     metrics = task.metrics(items, records)
     task.write_outputs(items, records, run_dir)
     write_json(run_dir / METRICS, metrics)

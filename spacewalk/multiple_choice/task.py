@@ -16,25 +16,66 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
-from spacewalk.multiple_choice.items import MultipleChoiceItem
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 
 
 @dataclass(frozen=True)
 class Prompt:
-    """What a chat model is asked: `parts` in order, each a text or the `VISUAL` marker where the item's
-    frames go (a backend that takes one image list puts them at the first marker; a text-only backend drops
-    the marker). `system` is an optional system message. The task writes the benchmark's official wording;
-    backends never rewrite it."""
+    """What a chat model is asked: `parts` in order, each
+    - a text;
+    - the `VISUAL` marker: where the item's own visual (`item.visual`, the clip asked about) goes (a
+      backend shows it at the first marker and drops later ones; a text-only backend drops it);
+    - a `Visual`: a context visual bound to that place (the mission's animated preview, a step's middle
+      frame, ...), shown there as a video (a slice) or an image (a still, `Visual.time`).
+    `system` is an optional system message. The task writes the benchmark's official wording; backends
+    never rewrite it. `visual_parts(item)` gives every backend the same reading of the parts."""
 
-    parts: tuple[str, ...]
+    parts: tuple[str | Visual, ...]
     system: str | None = None
 
     VISUAL = "<visual>"
 
     @property
     def text(self) -> str:
-        """The prompt as one text, the visual marker left out (text-only backends, the JSONL record)."""
-        return "\n".join(p for p in self.parts if p != self.VISUAL)
+        """The prompt's texts as one text, every visual left out (what a text-only model reads)."""
+        return "\n".join(p for p in self.parts if isinstance(p, str) and p != self.VISUAL)
+
+    @property
+    def context_visuals(self) -> tuple[Visual, ...]:
+        return tuple(p for p in self.parts if isinstance(p, Visual))
+
+    def visual_parts(self, item: MultipleChoiceItem | None, with_visuals: bool = True) -> list[str | Visual]:
+        """The parts with every visual resolved, in order: the item's visual at the first `VISUAL` marker
+        (later markers, and every marker when the item has no visual, dropped), context visuals as they are
+        (every visual dropped when `with_visuals` is false: text-only models), and texts that end up next to
+        each other joined with a newline, as `text` joins them. (Chat templates concatenate a turn's text
+        entries with no separator: "...speech is: <transcript>.Answer with..." otherwise.)"""
+        out: list[str | Visual] = []
+        placed = False
+        for part in self.parts:
+            if part == self.VISUAL:
+                if with_visuals and not placed and item is not None and item.visual is not None:
+                    out.append(item.visual)
+                placed = True
+            elif isinstance(part, Visual):
+                if with_visuals:
+                    out.append(part)
+            elif out and isinstance(out[-1], str):
+                out[-1] += "\n" + part
+            else:
+                out.append(part)
+        return out
+
+    def audit_parts(self) -> list[str]:
+        """The parts as texts for the record of a run: the item's visual as `<visual>`, a context visual as
+        `<video: file [start, end) s>` or `<image: file at t s>`."""
+        out = []
+        for part in self.parts:
+            if isinstance(part, Visual):
+                out.append(f"<{'image' if part.is_still else 'video'}: {part.describe()}>")
+            else:
+                out.append(part)
+        return out
 
 
 @dataclass(frozen=True)
@@ -51,9 +92,12 @@ class Reply:
 
 @dataclass(frozen=True)
 class Record:
-    """One answered item, as the runner writes it to the run's JSONL: the prompt, the raw reply, the parsed
-    choice (None = unparsable, counted as wrong and counted apart, never dropped), and correctness (None when
-    the answer is hidden)."""
+    """One answered item, as the runner writes it to the run's JSONL: the prompt (its text, visuals as
+    `Prompt.audit_parts` names them), the raw reply, the parsed choice (None = unparsable, counted as wrong
+    and counted apart, never dropped), and correctness (None when the answer is hidden). `prompt_parts`: the
+    ids of the prompt's parts in the run's part store (spacewalk/multiple_choice/records.py), when the
+    record is kept compact; a record read back that way has `prompt == ""` until `records.read_run` fills
+    it in."""
 
     item_id: str
     prompt: str
@@ -62,6 +106,7 @@ class Record:
     correct: bool | None
     scores: tuple[float, ...] | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    prompt_parts: tuple[str, ...] | None = None
 
 
 @runtime_checkable

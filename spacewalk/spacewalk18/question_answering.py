@@ -25,6 +25,7 @@ from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import Question, Spacewalk18
 from spacewalk.spacewalk18.predictions import write_qa_predictions
 from spacewalk.spacewalk18.scoring import qa_accuracy
+from spacewalk.spacewalk18.summaries import check_summary, summary_parts
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
 
 ANSWERS_FILE = "answers.json"
@@ -56,12 +57,17 @@ def choices_block(options: Sequence[str], labels: Sequence[str]) -> str:
 
 class QuestionAnswering:
     """The Spacewalk-18 QA task. `transcript_in_prompt` adds the clip's transcript to the prompt in the words
-    of the step-recognition prompt (the paper's QA prompt has the video only; a text-only model needs it)."""
+    of the step-recognition prompt (the paper's QA prompt has the video only; a text-only model needs it).
+    `summary` (Table 4, spacewalk/spacewalk18/summaries.py): "none", "animation" (the mission's animated
+    preview), "step_oracle" (the steps that occur in the clip, captions and middle frames) or
+    "step_oracle_captions"; it goes after the clip (and the transcript sentence), before the instruction."""
 
     name = "spacewalk18_qa"
 
-    def __init__(self, dataset: Spacewalk18, transcript_in_prompt: bool = False, max_items: int | None = None):
+    def __init__(self, dataset: Spacewalk18, transcript_in_prompt: bool = False, max_items: int | None = None,
+                 summary: str = "none"):
         self.dataset = dataset
+        self.summary = check_summary(summary)
         self.transcript_in_prompt = transcript_in_prompt
         self.questions: list[Question] = dataset.questions()
         if max_items is not None:
@@ -89,6 +95,8 @@ class QuestionAnswering:
         parts = [Prompt.VISUAL]
         if self.transcript_in_prompt:
             parts.append(TRANSCRIPT_SENTENCE.format(transcript=item.transcript or ""))
+        parts += summary_parts(self.summary, self.dataset.recordings[item.meta["video_id"]], item.visual.start,
+                               item.visual.end)
         parts += [QA_INSTRUCTION.format(last=labels[-1]), f"Here is the question: {item.question}",
                   choices_block(item.options, labels)]
         return Prompt(tuple(parts))
@@ -120,6 +128,7 @@ class QuestionAnswering:
 
 def question_answering_task(root: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
                             synthetic: Mapping[str, Any] | None = None, transcript_in_prompt: bool = False,
-                            max_items: int | None = None) -> QuestionAnswering:
+                            max_items: int | None = None, summary: str = "none") -> QuestionAnswering:
     """The `data=spacewalk18_qa` config: the task on the release at `root` or on the synthetic default."""
-    return QuestionAnswering(open_dataset(root, synthetic_root, seed, synthetic), transcript_in_prompt, max_items)
+    return QuestionAnswering(open_dataset(root, synthetic_root, seed, synthetic), transcript_in_prompt, max_items,
+                             summary)

@@ -32,6 +32,7 @@ from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, S
 from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.question_answering import choices_block, open_dataset
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
+from spacewalk.spacewalk18.summaries import check_summary, steps_in_window, summary_parts
 from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, parse_duration
 
 PREDICTIONS_FILE = "predictions.json"
@@ -44,14 +45,12 @@ MISSION = ("You are given a spacewalk video, where the spacewalk mission can be 
 INSTRUCTION = ("Answer with a single number from 0 to {K} and nothing else. "
                "If you are not sure, give the most likely answer.")
 QUESTION = "Which step does the frame in the middle of this video belong to?"
-# Adaptation via summarisation (Table 4); the paper's wording of these is not in our copy: ours.
-ORACLE = "The steps that occur in this video are: {steps}."
-ORACLE_NONE = "None of the planned steps occurs in this video."
+# Adaptation via summarisation (Table 4): spacewalk/spacewalk18/summaries.py. The rating question's wording is
+# ours (the paper's is not in our copy).
 RATING_INSTRUCTION = ("Answer with a single number from 1 to 10 and nothing else. "
                       "If you are not sure, give the most likely answer.")
 RATING_QUESTION = ("How likely is it, on a scale from 1 (not at all) to 10 (certainly), that the frame in the "
                    "middle of this video belongs to this step: ({index}) {option}")
-SUMMARIES = ("none", "step_oracle")
 
 
 def _sentence(text: str) -> str:
@@ -77,28 +76,16 @@ def subset(samples: Sequence[StepSample], n: int | None) -> list[StepSample]:
     return [samples[i] for i in np.linspace(0, len(samples) - 1, n).round().astype(int)]
 
 
-def steps_in_window(recording, start: float, end: float) -> list[int]:
-    """The steps (1..K) with a ground-truth segment overlapping [start, end], by first occurrence: the step
-    oracle of Table 4 (it reads the ground truth, so its numbers go in rows of their own)."""
-    seen: list[int] = []
-    for segment in recording.segments:
-        if segment.start < end and segment.end > start and segment.label > 0 and segment.label not in seen:
-            seen.append(segment.label)
-    return seen
-
-
 class StepRecognitionQuestions:
-    """`summary`: "none" (App. C.2's prompt) or "step_oracle" (Table 4: the captions of the steps that occur in
-    the window are added after the transcript; the paper also shows their middle frames, which this text
-    form leaves out)."""
+    """`summary` (Table 4, spacewalk/spacewalk18/summaries.py): "none" (App. C.2's prompt), "animation" (the
+    mission's animated preview), "step_oracle" (the steps that occur in the window, captions and middle
+    frames) or "step_oracle_captions" (their captions only); the summary goes after the transcript sentence."""
 
     name = "spacewalk18_step_questions"
 
     def __init__(self, dataset: Spacewalk18, split: str = "test", context: float | str = 300.0,
                  samples_per_video: int | None = None, max_videos: int | None = None, summary: str = "none"):
-        if summary not in SUMMARIES:
-            raise ValueError(f"summary must be one of {SUMMARIES}, got {summary!r}")
-        self.summary = summary
+        self.summary = check_summary(summary)
         self.dataset = dataset
         self.split = split
         self.w = parse_duration(context)
@@ -128,14 +115,11 @@ class StepRecognitionQuestions:
             self._items = items
         return self._items
 
-    def context_parts(self, item: MultipleChoiceItem) -> list[str]:
+    def context_parts(self, item: MultipleChoiceItem) -> list[str | Visual]:
         k = len(item.options) - 1
-        parts = [Prompt.VISUAL, MISSION.format(K=k, transcript=item.transcript or "")]
-        if self.summary == "step_oracle":
-            steps = self.dataset.recordings[item.meta["video_id"]].steps
-            oracle = [steps[i].caption for i in item.meta["oracle_steps"]]
-            parts.append(ORACLE.format(steps="; ".join(oracle)) if oracle else ORACLE_NONE)
-        return parts
+        recording = self.dataset.recordings[item.meta["video_id"]]
+        return [Prompt.VISUAL, MISSION.format(K=k, transcript=item.transcript or ""),
+                *summary_parts(self.summary, recording, item.visual.start, item.visual.end)]
 
     def prompt(self, item: MultipleChoiceItem) -> Prompt:
         k = len(item.options) - 1

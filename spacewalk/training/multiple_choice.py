@@ -60,7 +60,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any] | None:
     log.info("run directory: %s (re-run the same command to resume)", output_dir)
     metrics = runner.run(task, backend, output_dir, chunk_size=int(settings.get("chunk_size", 8)), identity=identity,
                          rank=rank, world_size=world_size, wait_seconds=float(settings.get("wait_seconds", 86400)),
-                         progress=bool(settings.get("progress", True)))
+                         progress=bool(settings.get("progress", True)), prompts=str(settings.get("prompts", "parts")))
     if metrics is not None:
         summary = {k: v for k, v in metrics.items() if not isinstance(v, dict)}
         log.info("%s / %s: %s", task.name, backend.name, json.dumps(summary))

@@ -1,6 +1,7 @@
 """The caption-enhanced LLM (BENCHMARKS.md §1.5): an image captioner describes frames sampled uniformly over
 the clip (60 by default, "Describe the image in 30 words"), and a text LLM answers the task's own prompt
-with the captions where the frames would be.
+with the captions where the frames would be (every visual of the prompt: the clip and any context visual,
+such as the mission's animated preview or a step oracle's middle frames).
 
 `captioner` is any backend with `caption_images(images, prompt)` (the transformers and OpenAI backends);
 `llm` any backend's `generate(prompts)` (text only). Each caption line carries its frame's time in the clip
@@ -13,11 +14,12 @@ import math
 from typing import Sequence
 
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
-from spacewalk.multiple_choice.items import MultipleChoiceItem
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Reply
 
 CAPTION_PROMPT = "Describe the image in 30 words"
 CAPTIONS_INTRO = "Captions of frames sampled uniformly from the video, with their times:"
+IMAGE_INTRO = "Caption of the image:"
 
 
 def _clock(seconds: float) -> str:
@@ -27,21 +29,20 @@ def _clock(seconds: float) -> str:
     return f"{minutes:02d}:{secs:02d}"
 
 
-def with_captions(prompt: Prompt, captions: Sequence[str], times: Sequence[float]) -> Prompt:
-    """The prompt with its first visual marker replaced by the caption block (later markers dropped)."""
-    block = "\n".join([CAPTIONS_INTRO] + [f"[{_clock(t)}] {c.strip()}" for t, c in zip(times, captions)])
-    parts, placed = [], False
-    for part in prompt.parts:
-        if part == Prompt.VISUAL:
-            if not placed:
-                parts.append(block)
-            placed = True
-        else:
-            parts.append(part)
-    return Prompt(tuple(parts), prompt.system)
+def caption_block(captions: Sequence[str], times: Sequence[float], still: bool = False) -> str:
+    """The text that stands for a visual: a still's one caption, or a clip's time-stamped caption lines."""
+    if still:
+        return f"{IMAGE_INTRO} {captions[0].strip()}"
+    return "\n".join([CAPTIONS_INTRO] + [f"[{_clock(t)}] {c.strip()}" for t, c in zip(times, captions)])
 
 
 class CaptionEnhancedBackend:
+    """Every visual of the prompt becomes text where it stands: the item's clip and each context slice (the
+    mission's animated preview) by `num_frames` captions sampled uniformly over it (times from the slice's
+    start), each still (a step's middle frame) by its one caption. The record's meta keeps `captions` (the
+    clip's) and, when the prompt has context visuals, `context_captions` (one list per context visual, in
+    prompt order)."""
+
     def __init__(self, captioner, llm, num_frames: int = 60, caption_prompt: str = CAPTION_PROMPT,
                  video_backend: str = "decord"):
         self.captioner, self.llm = captioner, llm
@@ -49,18 +50,32 @@ class CaptionEnhancedBackend:
         self.caption_prompt = caption_prompt
         self.name = f"caption_enhanced:{captioner.name}+{llm.name}"
 
+    def _captioned(self, prompt: Prompt, item: MultipleChoiceItem | None) -> tuple[Prompt, dict]:
+        parts, meta = [], {}
+        for part in prompt.visual_parts(item):
+            if not isinstance(part, Visual):
+                parts.append(part)
+                continue
+            frames, times = sample_frames(part, self.rule)
+            captions = self.captioner.caption_images(list(frames), self.caption_prompt)
+            start = part.start or 0.0  # caption times count from the slice's start
+            parts.append(caption_block(captions, [t - start for t in times], part.is_still))
+            if item is not None and part is item.visual:
+                meta["captions"] = captions
+            else:
+                meta.setdefault("context_captions", []).append(captions)
+        return Prompt(tuple(parts), prompt.system), meta
+
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
-        enhanced, captions_of = [], []
+        enhanced, metas = [], []
         for item, prompt in zip(items, prompts):
             if item.visual is None:
                 raise ValueError(f"item {item.id} has no visual to caption")
-            frames, times = sample_frames(item.visual, self.rule)
-            captions = self.captioner.caption_images(list(frames), self.caption_prompt)
-            start = item.visual.start or 0.0  # caption times count from the clip's start
-            enhanced.append(with_captions(prompt, captions, [t - start for t in times]))
-            captions_of.append(captions)
+            captioned, meta = self._captioned(prompt, item)
+            enhanced.append(captioned)
+            metas.append(meta)
         texts = self.llm.generate(enhanced)
-        return [Reply(text=t, meta={"captions": c}) for t, c in zip(texts, captions_of)]
+        return [Reply(text=t, meta=m) for t, m in zip(texts, metas)]
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
-        return self.llm.generate(prompts)
+        return self.llm.generate([self._captioned(p, None)[0] for p in prompts])

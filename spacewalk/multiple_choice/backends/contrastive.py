@@ -11,6 +11,12 @@ step recognition gets mAP too).
   option wins the tie).
 - `ContrastiveVideoBackend` embeds the clip's frames with a video-text model (open_clip: frame embeddings
   averaged) and the option texts with the same model's text tower.
+
+Context (Table 4's summaries): both compare the options with the clip alone and read no prompt, so a
+context text (the step oracle's captions) is not used, and a prompt with context visuals (the mission's
+preview, the oracle's middle frames) is refused with an error rather than answered as if it had none: a
+number labelled with a summary must have used it. (Folding the context into the clip feature would be a
+new model, not the paper's contrastive adaptation.)
 """
 
 from __future__ import annotations
@@ -39,6 +45,15 @@ def option_queries(item: MultipleChoiceItem, template: str = QUERY) -> list[str]
         return list(own)
     question = item.question.strip().rstrip("?.").rstrip() + "?"
     return [template.format(question=question, option=option) for option in item.options]
+
+
+def refuse_context_visuals(backend: str, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> None:
+    for item, prompt in zip(items, prompts):
+        if prompt.context_visuals:
+            raise ValueError(f"item {item.id}: the prompt shows context visuals "
+                             f"({', '.join(v.describe() for v in prompt.context_visuals[:2])}, ...), which "
+                             f"{backend} scoring cannot use (it compares the options with the clip alone); "
+                             "run it without a visual summary (data.summary=none or step_oracle_captions)")
 
 
 def split_sentences(text: str | None) -> list[str]:
@@ -86,6 +101,7 @@ class ContrastiveTextBackend:
         return (options @ sentences.T).max(1)
 
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
+        refuse_context_visuals(self.name, items, prompts)
         # encode the chunk's new texts in one call, then score each item from the cache
         self.encode([q for item in items for q in option_queries(item, self.template)]
                     + [s for item in items for s in split_sentences(item.transcript)])
@@ -114,6 +130,7 @@ class ContrastiveVideoBackend:
         self.template = template
 
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
+        refuse_context_visuals(self.name, items, prompts)
         replies = []
         for item in items:
             if item.visual is None:

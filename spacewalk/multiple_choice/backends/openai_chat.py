@@ -4,7 +4,8 @@ GPT-5, and vLLM, Ollama or any server that speaks the same API.
 The base URL and the key come from environment variables (names configurable: OPENAI_BASE_URL and
 OPENAI_API_KEY by default; a local server may need no key). Each item is one request: the prompt's parts in
 order as content parts, the item's frames (FrameRule: the model's count uniformly, or an fps rule) as base64
-JPEG `image_url` parts where the prompt's visual marker is, temperature 0. Requests are spaced to at most
+JPEG `image_url` parts where the prompt's visual marker is, each context visual's frames (a slice by the
+same rule, a still as one image) where the prompt puts it, temperature 0. Requests are spaced to at most
 `requests_per_minute`; a 429, a 5xx, a timeout or a dropped connection is retried after an exponential
 backoff (`backoff_seconds * 2**attempt`, or the server's Retry-After when it says), up to `max_retries`
 times, then the error is raised (the run stops; re-running resumes). Any other HTTP error is raised at once
@@ -27,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
-from spacewalk.multiple_choice.items import MultipleChoiceItem
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Reply
 
 log = logging.getLogger(__name__)
@@ -46,21 +47,18 @@ def jpeg_data_url(frame: np.ndarray, max_side: int | None = 768, quality: int = 
     return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def chat_messages(prompt: Prompt, images: Sequence[str] = (), image_detail: str | None = None) -> list[dict]:
-    """The prompt as chat messages: its parts in order, the images at the first visual marker (further
-    markers dropped; no images: markers dropped)."""
+def chat_messages(parts: Sequence[str | Sequence[str]], system: str | None = None,
+                  image_detail: str | None = None) -> list[dict]:
+    """Chat messages from resolved parts in order: a text, or a visual's image URLs (a list, possibly empty)."""
     content: list[dict[str, Any]] = []
-    placed = False
-    for part in prompt.parts:
-        if part == Prompt.VISUAL:
-            if not placed:
-                for url in images:
-                    image = {"url": url} | ({"detail": image_detail} if image_detail else {})
-                    content.append({"type": "image_url", "image_url": image})
-                placed = True
+    for part in parts:
+        if isinstance(part, str):
+            content.append({"type": "text", "text": part})
             continue
-        content.append({"type": "text", "text": part})
-    messages = [{"role": "system", "content": prompt.system}] if prompt.system else []
+        for url in part:
+            image = {"url": url} | ({"detail": image_detail} if image_detail else {})
+            content.append({"type": "image_url", "image_url": image})
+    messages = [{"role": "system", "content": system}] if system else []
     return messages + [{"role": "user", "content": content}]
 
 
@@ -140,24 +138,30 @@ class OpenAIChatBackend:
 
     # ---- the Backend protocol ----
 
-    def _images(self, item: MultipleChoiceItem) -> list[str]:
-        if self.rule is None or item.visual is None:
-            return []
-        frames, _ = sample_frames(item.visual, self.rule)
-        return [jpeg_data_url(f, self.image_max_side) for f in frames]
+    def _messages(self, prompt: Prompt, item: MultipleChoiceItem | None) -> list[dict]:
+        """Texts in order; every visual (the item's clip, context slices and stills) as its frames' JPEG URLs,
+        or left out when the backend is text only."""
+        parts: list[str | list[str]] = []
+        for part in prompt.visual_parts(item, with_visuals=self.rule is not None):
+            if isinstance(part, Visual):
+                parts.append([jpeg_data_url(f, self.image_max_side) for f in sample_frames(part, self.rule)[0]])
+            else:
+                parts.append(part)
+        return chat_messages(parts, prompt.system, self.image_detail)
 
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
         replies = []
         for item, prompt in zip(items, prompts):
-            text, meta = self._complete(chat_messages(prompt, self._images(item), self.image_detail))
+            text, meta = self._complete(self._messages(prompt, item))
             replies.append(Reply(text=text, meta=meta))
         return replies
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
-        return [self._complete(chat_messages(p))[0] for p in prompts]
+        """Free text; the prompts' context visuals are shown (no item: no clip)."""
+        return [self._complete(self._messages(p, None))[0] for p in prompts]
 
     def caption_images(self, images: Sequence[np.ndarray], prompt: str) -> list[str]:
         """One request per image: the image, then `prompt` (the captioner of the caption-enhanced LLM)."""
-        return [self._complete(chat_messages(Prompt((Prompt.VISUAL, prompt)),
-                                             [jpeg_data_url(image, self.image_max_side)], self.image_detail))[0]
+        return [self._complete(chat_messages([[jpeg_data_url(image, self.image_max_side)], prompt],
+                                             image_detail=self.image_detail))[0]
                 for image in images]

@@ -3,8 +3,11 @@
 
 Weights come from a local folder or a hub tag already in the local Hugging Face cache (`local_files_only`
 by default: nothing is downloaded at run time; `allow_download=true` lifts it). The prompt's parts become
-one user turn of the chat template, the clip's frames (FrameRule) as one video where the prompt's visual
-marker is; decoding is greedy (`do_sample=False`) with `max_new_tokens`; the runner's chunk is one batch
+one user turn of the chat template, in order: texts, the clip's frames (FrameRule) as one video where the
+prompt's visual marker is, and each context visual where the prompt puts it (a slice, such as the mission's
+animated preview, as a further video sampled by the same rule; a still, such as a step's middle frame, as
+an image). The processor receives the turn's videos and images each in prompt order (over the batch, row
+by row), which is the order in which it fills the template's video and image tokens; decoding is greedy (`do_sample=False`) with `max_new_tokens`; the runner's chunk is one batch
 (left padding). Frames: the family's default when neither `num_frames` nor `fps` is given: Qwen2.5-VL's own
 rule (qwen-vl-utils: 2 fps, at most 768 frames), LLaVA-OneVision 32 frames uniformly (lmms-eval's setting).
 The frames are decoded by us (decord) and handed to the processor with `do_sample_frames=False`, so the
@@ -20,7 +23,7 @@ import torch
 
 from spacewalk.encoders import resolve_device
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
-from spacewalk.multiple_choice.items import MultipleChoiceItem
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Reply
 
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -39,15 +42,14 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return getattr(torch, dtype)
 
 
-def conversation(prompt: Prompt, with_video: bool) -> list[dict]:
-    """The prompt as one user turn (and a system turn): texts in order, the video at the first visual marker."""
+def conversation(prompt: Prompt, item: MultipleChoiceItem | None, with_visuals: bool = True) -> list[dict]:
+    """The prompt as one user turn (and a system turn): texts in order, a video entry for each clip (the item's
+    at the first visual marker, context slices where they are), an image entry for each still; no visual
+    entries at all when `with_visuals` is false (text only)."""
     content: list[dict[str, Any]] = []
-    placed = False
-    for part in prompt.parts:
-        if part == Prompt.VISUAL:
-            if with_video and not placed:
-                content.append({"type": "video"})
-            placed = True
+    for part in prompt.visual_parts(item, with_visuals):
+        if isinstance(part, Visual):
+            content.append({"type": "image" if part.is_still else "video"})
         else:
             content.append({"type": "text", "text": part})
     turns = [{"role": "system", "content": [{"type": "text", "text": prompt.system}]}] if prompt.system else []
@@ -89,10 +91,44 @@ class TransformersVLMBackend:
         self.rule = None if text_only else FrameRule(num_frames, fps, max_frames, video_backend)
         self.max_new_tokens = int(max_new_tokens)
 
-    def _generate(self, prompts: Sequence[Prompt], videos: Sequence | None) -> list[str]:
-        texts = [self.processor.apply_chat_template(conversation(p, videos is not None), add_generation_prompt=True,
-                                                    tokenize=False) for p in prompts]
-        kwargs = {"videos": list(videos), "do_sample_frames": False} if videos is not None else {}
+    def _visuals(self, prompt: Prompt, item: MultipleChoiceItem | None) -> tuple[list, list]:
+        """The prompt's videos (frame lists) and stills, in prompt order."""
+        videos, images = [], []
+        for part in prompt.visual_parts(item):
+            if isinstance(part, Visual):
+                frames = sample_frames(part, self.rule)[0]
+                (images.append(frames[0]) if part.is_still else videos.append(frames))
+        return videos, images
+
+    def _generate(self, prompts: Sequence[Prompt], items: Sequence[MultipleChoiceItem | None],
+                  visuals: Sequence[tuple[list, list]] | None = None) -> list[str]:
+        """`visuals`: each row's (videos, stills) when already decoded."""
+        with_visuals = self.rule is not None
+        if visuals is None:
+            visuals = [self._visuals(p, item) if with_visuals else ([], []) for p, item in zip(prompts, items)]
+        counts = [tuple(len(v) for v in videos) for videos, _ in visuals]
+        groups: dict[tuple, list[int]] = {}
+        for i, count in enumerate(counts):
+            groups.setdefault(count, []).append(i)
+        if self.family == "llava_onevision" and len({n for c in counts for n in c}) > 1 and len(groups) > 1:
+            # its video processor stacks a call's videos into one tensor: rows whose clips differ in frame count
+            # (frame lists and fps rules give clips of different lengths) go in separate calls; greedy, so the
+            # replies are the same
+            out: list[str] = [""] * len(prompts)
+            for rows in groups.values():
+                replies = self._generate([prompts[i] for i in rows], [items[i] for i in rows], [visuals[i] for i in rows])
+                for i, text in zip(rows, replies):
+                    out[i] = text
+            return out
+        texts = [self.processor.apply_chat_template(conversation(p, item, with_visuals), add_generation_prompt=True,
+                                                    tokenize=False) for p, item in zip(prompts, items)]
+        videos = [v for vs, _ in visuals for v in vs]
+        images = [i for _, ims in visuals for i in ims]
+        kwargs: dict[str, Any] = {}
+        if videos:
+            kwargs |= {"videos": videos, "do_sample_frames": False}
+        if images:
+            kwargs["images"] = images
         return self._decode(self.processor(text=texts, padding=True, return_tensors="pt", **kwargs))
 
     def _decode(self, inputs) -> list[str]:
@@ -105,16 +141,15 @@ class TransformersVLMBackend:
         return [t.strip() for t in self.processor.batch_decode(new, skip_special_tokens=True)]
 
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
-        videos = None
         if self.rule is not None:
             missing = [item.id for item in items if item.visual is None]
             if missing:
                 raise ValueError(f"items {missing[:3]} have no visual; use text_only=true for text-only items")
-            videos = [sample_frames(item.visual, self.rule)[0] for item in items]
-        return [Reply(text=t) for t in self._generate(prompts, videos)]
+        return [Reply(text=t) for t in self._generate(prompts, items)]
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
-        return self._generate(prompts, None)
+        """Free text; the prompts' context visuals are shown (no item: no clip)."""
+        return self._generate(prompts, [None] * len(prompts))
 
     def caption_images(self, images: Sequence, prompt: str, batch_size: int = 8) -> list[str]:
         """One reply per image to `prompt` (the captioner of the caption-enhanced LLM), greedy, batched."""

@@ -1,0 +1,213 @@
+"""The per-item records of a multiple-choice run on disk, compact: `records.jsonl` (one line per item) and
+`prompt_parts.jsonl` (each distinct prompt part once).
+
+A prompt is a few parts (spacewalk/multiple_choice/task.py), and most of them repeat across items: the
+instruction, the question, a recording's K + 1 choices (several KB), a summary. The records therefore name
+their prompt's parts by id (`"prompt_parts": [id, ...]`, the first 16 hex digits of the part text's
+SHA-256), and `prompt_parts.jsonl` holds each distinct part once (`{"id": ..., "text": ...}`); a part is
+written, flushed and synced before the first record that names it, so a killed run never leaves a record
+whose prompt cannot be read back. (The 12,000 test samples of Spacewalk-18 step questions at w = 5 min:
+records.jsonl of 121 MB with every prompt in full; 9 MB + 20 MB of distinct parts, mostly the windows'
+transcripts, this way.)
+`prompts: full` keeps the whole text in every record (`"prompt": ...`) instead; a run directory may hold
+both forms (a resume with the other setting), and every reader takes both.
+
+`read_run(run_dir)` gives the records with their prompt texts put back together (what a model was asked,
+visuals as `<visual>` / `<video: ...>` / `<image: ...>`); `python -m spacewalk.multiple_choice.records
+RUN_DIR [ITEM_ID ...]` prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import IO, Any, Iterable, Mapping, Sequence
+
+from spacewalk.io import atomic_path
+from spacewalk.multiple_choice.task import Record
+
+log = logging.getLogger(__name__)
+
+RECORDS = "records.jsonl"
+PARTS = "prompt_parts.jsonl"
+PROMPT_FORMS = ("parts", "full")
+
+
+def shard_name(rank: int) -> str:
+    return f"records.rank{rank}.jsonl"
+
+
+def parts_shard_name(rank: int) -> str:
+    return f"prompt_parts.rank{rank}.jsonl"
+
+
+def part_id(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def record_to_json(record: Record) -> dict[str, Any]:
+    """The record's line: the prompt as part ids when it has them, else as its text."""
+    out = asdict(record)
+    parts = out.pop("prompt_parts")
+    if parts is not None:
+        del out["prompt"]
+        out = {"item_id": out.pop("item_id"), "prompt_parts": list(parts), **out}
+    out["scores"] = None if record.scores is None else list(record.scores)
+    out["meta"] = dict(record.meta)
+    return out
+
+
+def record_from_json(raw: Mapping[str, Any]) -> Record:
+    scores, parts = raw.get("scores"), raw.get("prompt_parts")
+    if parts is None and "prompt" not in raw:
+        raise KeyError("prompt")
+    return Record(item_id=str(raw["item_id"]), prompt=raw.get("prompt", ""), reply=raw["reply"], choice=raw["choice"],
+                  correct=raw["correct"], scores=None if scores is None else tuple(scores),
+                  meta=raw.get("meta") or {}, prompt_parts=None if parts is None else tuple(parts))
+
+
+def _json_lines(path: Path) -> Iterable[tuple[int, Any]]:
+    """(line number, parsed JSON) of a JSONL file. A last line cut off by a kill (no newline, not valid JSON)
+    is dropped; a bad line elsewhere is an error naming the file and line."""
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").split("\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as e:
+            if number == len(lines):  # the unterminated last line of a killed writer
+                log.warning("%s: dropping the cut-off last line (written when the run stopped)", path)
+                return
+            raise ValueError(f"{path}: line {number} is not JSON ({e})") from e
+
+
+def read_records(path: Path) -> list[Record]:
+    """The records of one JSONL file (prompts as stored: part ids or text)."""
+    records = []
+    for number, raw in _json_lines(Path(path)):
+        try:
+            records.append(record_from_json(raw))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{path}: line {number} is not a record (missing or bad {e})") from e
+    return records
+
+
+def repair_tail(path: Path) -> None:
+    """Cut a last line left without its newline by a killed writer, before appending after it."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+def part_files(run_dir: Path) -> list[Path]:
+    return [run_dir / PARTS, *sorted(run_dir.glob("prompt_parts.rank*.jsonl"))]
+
+
+def load_prompt_parts(run_dir: str | Path) -> dict[str, str]:
+    """Part id -> text, from the merged file and every rank's shard."""
+    parts: dict[str, str] = {}
+    for path in part_files(Path(run_dir)):
+        for number, raw in _json_lines(path):
+            try:
+                parts.setdefault(str(raw["id"]), raw["text"])
+            except (KeyError, TypeError) as e:
+                raise ValueError(f"{path}: line {number} is not a prompt part (missing or bad {e})") from e
+    return parts
+
+
+def with_prompt_texts(records: Sequence[Record], parts: Mapping[str, str], where: Path | str = "") -> list[Record]:
+    """The records with `prompt` put back together from their part ids (records that carry the text as they
+    are)."""
+    out = []
+    for record in records:
+        if record.prompt_parts is None:
+            out.append(record)
+            continue
+        missing = [i for i in record.prompt_parts if i not in parts]
+        if missing:
+            raise ValueError(f"{where}: item {record.item_id}: prompt part {missing[0]} is not in {PARTS}")
+        out.append(replace(record, prompt="\n".join(parts[i] for i in record.prompt_parts)))
+    return out
+
+
+class PartWriter:
+    """Appends the parts not yet on disk to one parts file (a rank's own), synced before the records that
+    name them are written."""
+
+    def __init__(self, run_dir: Path, path: Path):
+        self.known = set(load_prompt_parts(run_dir))
+        self.path = path
+        repair_tail(path)
+
+    def ids(self, parts: Sequence[str], out: IO[str]) -> tuple[str, ...]:
+        ids, new = [], []
+        for text in parts:
+            i = part_id(text)
+            if i not in self.known:
+                self.known.add(i)
+                new.append({"id": i, "text": text})
+            ids.append(i)
+        if new:
+            out.write("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in new))
+            out.flush()
+            os.fsync(out.fileno())
+        return tuple(ids)
+
+
+def write_merged(run_dir: Path, records: Sequence[Record]) -> None:
+    """records.jsonl (the given order) and prompt_parts.jsonl (the parts the records name, in order of first
+    use), each written atomically; then the ranks' shards go."""
+    parts = load_prompt_parts(run_dir)
+    used: dict[str, str] = {}
+    for record in records:
+        for i in record.prompt_parts or ():
+            if i not in parts:
+                raise ValueError(f"{run_dir}: item {record.item_id}: prompt part {i} is not in any {PARTS}")
+            used.setdefault(i, parts[i])
+    with atomic_path(run_dir / RECORDS) as tmp:
+        tmp.write_text("".join(json.dumps(record_to_json(r), ensure_ascii=False) + "\n" for r in records),
+                       encoding="utf-8")
+    if used or (run_dir / PARTS).is_file():
+        with atomic_path(run_dir / PARTS) as tmp:
+            tmp.write_text("".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n"
+                                   for i, t in used.items()), encoding="utf-8")
+    for path in [*run_dir.glob("records.rank*.jsonl"), *run_dir.glob("prompt_parts.rank*.jsonl")]:
+        path.unlink()
+
+
+def read_run(run_dir: str | Path) -> list[Record]:
+    """A finished run's records with their prompt texts (what each model was asked)."""
+    run_dir = Path(run_dir)
+    return with_prompt_texts(read_records(run_dir / RECORDS), load_prompt_parts(run_dir), run_dir)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Print a multiple-choice run's records with their prompts.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("item_ids", nargs="*", help="only these items (default: all)")
+    args = parser.parse_args(argv)
+    records = read_run(args.run_dir)
+    wanted = set(args.item_ids)
+    unknown = wanted - {r.item_id for r in records}
+    if unknown:
+        raise SystemExit(f"{args.run_dir / RECORDS}: no record of items {sorted(unknown)[:5]}")
+    for record in records:
+        if wanted and record.item_id not in wanted:
+            continue
+        print(f"=== {record.item_id}: choice {record.choice}, correct {record.correct}\n{record.prompt}\n"
+              f"--- reply\n{record.reply}\n")
+
+
+if __name__ == "__main__":
+    main()

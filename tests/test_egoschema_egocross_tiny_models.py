@@ -1,0 +1,131 @@
+"""EgoSchema and EgoCross answered by tiny transformers video LLMs (spacewalk/multiple_choice/tiny_models.py:
+random weights, written to a folder like any checkpoint, no download): `python evaluate.py data=egoschema|
+egocross model=mc_<family> model.model=<folder>` as a user runs it, its files checked against
+`python -m spacewalk.score` on the same predictions, and EgoCross's extracted frame lists through both
+families' processors. The tiny models' replies are noise; what is tested is the path, not the accuracy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import REPO
+from spacewalk.egocross.synthetic import Options as EgoCrossOptions, generate_egocross
+from spacewalk.egocross.task import PREDICTIONS_FILE, open_egocross
+from spacewalk.egoschema.dataset import read_questions
+from spacewalk.multiple_choice import runner, tiny_models
+from spacewalk.multiple_choice.backends import transformers_vlm
+from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
+from spacewalk.score import main as score_main
+
+ES_OPTIONS = dict(n_questions=6, n_answered=4, seconds=4, fps=2, frame_size=32)
+EC_OPTIONS = dict(per_category=1, frames=[3, 5], frame_size=32)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Both tiny checkpoints, written by the command a user runs."""
+    out = tmp_path_factory.mktemp("tiny")
+    assert tiny_models.main(["--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == set(tiny_models.FAMILIES)  # no partial folder left behind
+    return out
+
+
+def evaluate(*overrides: str) -> None:
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "evaluate.py", *overrides, "multiple_choice.progress=false"], cwd=REPO,
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def scored(capsys, *argv: str) -> dict:
+    capsys.readouterr()
+    assert score_main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_evaluate_egoschema_with_a_tiny_qwen2_5_vl(checkpoints, tmp_path, capsys):
+    out, data = tmp_path / "run", tmp_path / "egoschema"
+    evaluate("data=egoschema", f"data.synthetic_root={data}", "data.split=full",
+             *[f"+data.options.{k}={v}" for k, v in ES_OPTIONS.items()],
+             "model=mc_qwen2_5_vl", f"model.model={checkpoints / 'qwen2_5_vl'}", "model.num_frames=4",
+             "model.max_new_tokens=6", "model.device=cpu", f"hydra.run.dir={out}")
+    questions = read_questions(data / "questions.json")
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert [r["item_id"] for r in records] == [q.q_uid for q in questions]  # split=full: every question
+    prompts = {r.item_id: r.prompt for r in runner.read_run(out)}  # the compact records, prompts read back
+    assert all(isinstance(r["reply"], str) and prompts[r["item_id"]].endswith("given choices directly.")
+               for r in records)
+
+    # both submission files: every question in questions.json order, the parsed choice or -1 (unparsable)
+    expected = {r["item_id"]: -1 if r["choice"] is None else r["choice"] for r in records}
+    assert json.loads((out / "submission.json").read_text()) == expected
+    csv = (out / "submission.csv").read_text().splitlines()
+    assert csv[0] == "q_uid,answer" and csv[1:] == [f"{k},{v}" for k, v in expected.items()]
+
+    # metrics.json (the answered subset) is what the score command gives on either file, and on the raw replies
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["total"] == ES_OPTIONS["n_answered"] and metrics["items"] == ES_OPTIONS["n_questions"]
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps({r["item_id"]: r["reply"] for r in records}))
+    for predictions in (out / "submission.json", out / "submission.csv", replies):
+        result = scored(capsys, "egoschema", "--root", str(data), "--predictions", str(predictions))
+        assert result == {k: metrics[k] for k in result} and {"accuracy", "total", "unparsable"} <= set(result)
+
+
+@pytest.mark.slow
+def test_evaluate_egocross_with_a_tiny_llava_onevision(checkpoints, tmp_path, capsys):
+    out, data = tmp_path / "run", tmp_path / "egocross"
+    # the family's default frames (32 uniformly): every frame of these 3-5 frame folders, none twice
+    evaluate("data=egocross", f"data.synthetic_root={data}",
+             *[f"+data.options.{k}={v}".replace(" ", "") for k, v in EC_OPTIONS.items()],
+             "model=mc_llava_onevision", f"model.model={checkpoints / 'llava_onevision'}", "model.max_new_tokens=6",
+             "model.device=cpu", f"hydra.run.dir={out}")
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    n = len(records)
+    assert n == 5 * 4  # five source datasets, one question of each of the four categories
+    replies = json.loads((out / PREDICTIONS_FILE).read_text())
+    assert replies == {r["item_id"]: r["reply"] for r in records}
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["total"] == n and metrics["unparsable"] == sum(r["choice"] is None for r in records)
+    result = scored(capsys, "egocross", "--task", "closeqa", "--data", str(data / "datasets/egocross_testbed_imgs.json"),
+                    "--answers", str(data / "answers.json"), "--predictions", str(out / PREDICTIONS_FILE))
+    assert result == metrics
+
+
+@pytest.mark.parametrize("family, num_frames", [("qwen2_5_vl", None), ("llava_onevision", None),
+                                                ("qwen2_5_vl", 3), ("llava_onevision", 2)])
+def test_egocross_frame_folders_reach_both_processors(family, num_frames, tmp_path, monkeypatch):
+    """The frames handed to the processor are the item's own files, in order: all of them under the family's
+    default rule (Qwen2.5-VL's 2 fps / 768 cap; LLaVA-OneVision's 32, more than a folder holds), uniformly
+    thinned by position under a smaller num_frames, never one twice. Folders of different lengths share a
+    batch (LLaVA-OneVision's processor stacks a batch's videos: the backend batches equal lengths)."""
+    root = generate_egocross(tmp_path / "ec", EgoCrossOptions(per_category=1, frames=(3, 5), frame_size=32))
+    task = open_egocross(data=root, answers=root / "answers.json", limit=4)
+    items = task.items()
+    assert len({len(item.visual.frames) for item in items}) > 1
+    model, processor = tiny_models.build(family)
+    backend = TransformersVLMBackend(family, model_object=model, processor=processor, num_frames=num_frames,
+                                     dtype="float32", device="cpu", max_new_tokens=2)
+    shown = []
+    sample = transformers_vlm.sample_frames
+    monkeypatch.setattr(transformers_vlm, "sample_frames", lambda v, r: shown.append(sample(v, r)) or shown[-1])
+    metrics = runner.run(task, backend, tmp_path / "run", chunk_size=4, progress=False)
+    assert metrics["total"] == 4 and len(shown) == 4
+    for item, (frames, times) in zip(items, shown):
+        n = len(item.visual.frames)
+        picks = {None: list(range(n)), 3: [0, 2, 4] if n == 5 else [0, 1, 2] if n == 3 else [0, 2, 3],
+                 2: [1, 3] if n in (4, 5) else [0, 2]}[num_frames]
+        files = [item.visual.frames[i] for i in picks]
+        assert np.array_equal(frames, np.stack([np.asarray(Image.open(f).convert("RGB")) for f in files]))
+        assert list(times) == [item.visual.frame_times[i] for i in picks]
+    # one item alone gets the reply it got in the mixed batch (greedy, left padding, equal-length groups)
+    records = runner.read_records(tmp_path / "run" / runner.RECORDS)
+    assert backend.answer(items[-1:], [task.prompt(items[-1])])[0].text == records[-1].reply
