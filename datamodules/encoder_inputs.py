@@ -11,11 +11,11 @@ to the recording, BENCHMARKS 1.3):
          sample (each worker opens its own reader per recording on first use, never before the fork), in time
          order, then the encoder's own preprocessing (`clip_transform`): its training transform
          (augmentations) for train, its inference transform otherwise. -> frames [B, k, 3, S, S]
-         With `frames="cells"` instead: each of the window's cells (the bank's k-second grid) at the bank's fps
-         (1 fps by default), every cell a clip of its own, as the bank encodes cells (an image model reads all
-         of a cell's frames, a clip model its frames resampled to its count) -> cell_frames [C, F, 3, S, S]
-         (the batch's cells in order, sample by sample), cell_frame_mask [C, F] (image models: a recording's
-         last cell may be short), cell_mask [B, M], query_pos [B]
+         With `frames="cells"` instead (step recognition only): each of the window's cells (the bank's
+         k-second grid) at the bank's fps (1 fps by default), every cell a clip of its own, as the bank encodes
+         cells (an image model reads all of a cell's frames, a clip model its frames resampled to its count)
+         -> cell_frames [C, F, 3, S, S] (the batch's cells in order, sample by sample), cell_frame_mask [C, F]
+         (image models: a recording's last cell may be short), cell_mask [B, M], query_pos [B]
   text   the window's transcript sentences (strict overlap), each encoded by the text tower and averaged
          (the frozen recipes' `text_pool=mean`, so the tower starts from exactly their window feature). A
          training window keeps at most `max_sentences` of them, drawn at random in time order (sparse
@@ -23,6 +23,10 @@ to the recording, BENCHMARKS 1.3):
          tokenises the batch's distinct sentences once, in chunks of similar length.
          -> text_ids / text_mask: lists of [n_c, L_c] chunks, text_weight [B, U] (1 where sentence u is in
          sample b's window; the tower normalises the sum)
+
+What reads one window (WindowInputs: its sentences, its decoded frames, the tokenising) and the loaders of
+global-batch shares with mid-epoch resuming (ShareLoaders) are shared with the retrieval DataModule
+(datamodules/intra_video_retrieval_encoder_inputs.py), which reads three windows per sample.
 
 Everything random (the sentences kept, the augmentation's draws) comes from (seed, epoch, sample) alone, so a
 run is the same with any number of workers or processes and after resuming. Global batches are the bank
@@ -72,9 +76,10 @@ class ShareBatchSampler(BatchSampler):
     process yields its share, as Items. `sampler` is the permutation, where Lightning calls set_epoch."""
 
     def __init__(self, n: int, batch_size: int, shuffle: bool, seed: int, rank: int, world_size: int,
-                 labels: np.ndarray):
+                 labelled: np.ndarray):
+        """`labelled` [n] bool: the samples with a loss (step recognition: labels 1..K; retrieval: all)."""
         super().__init__(EpochPermutation(n, shuffle, seed), int(batch_size), drop_last=False)
-        self.rank, self.world_size, self.labels = rank, world_size, np.asarray(labels)
+        self.rank, self.world_size, self.labelled = rank, world_size, np.asarray(labelled, dtype=bool)
         self.skip: tuple[int, int] | None = None  # (epoch, batches) to skip when resuming mid-epoch
 
     def __iter__(self) -> Iterator[list[Item]]:
@@ -86,7 +91,7 @@ class ShareBatchSampler(BatchSampler):
                 continue
             global_batch = np.asarray(global_batch)
             part, padding = share(global_batch, self.rank, self.world_size)
-            total = int((self.labels[global_batch] > 0).sum())
+            total = int(self.labelled[global_batch].sum())
             yield [Item(int(i), epoch, total, padding) for i in part]
 
 
@@ -109,6 +114,186 @@ class ResumableLoader(DataLoader):
             self.batch_sampler.skip = (int(state["epoch"]), int(state["batches_done"]))
 
 
+class WindowInputs:
+    """What a trainable encoder reads of one window [start, end] of a recording (the module docstring): the
+    window's sentences and k decoded, preprocessed frames, and the tokenising of a batch's windows. Shared by
+    the step-recognition DataModule below and the retrieval one (datamodules/intra_video_retrieval_encoder_inputs.py,
+    three windows per sample)."""
+
+    def __init__(self, dataset, modalities: str, text_encoder=None, video_encoder=None,
+                 max_sentences: int | None = None, num_frames: int | None = None, video_backend: str = "decord",
+                 text_chunk: int = 64, augment: bool = True):
+        if max_sentences is not None and max_sentences < 1:
+            raise ValueError(f"max_sentences must be positive or None, got {max_sentences}")
+        self.dataset, self.modalities = dataset, modalities
+        self.max_sentences = max_sentences
+        self.video_backend = video_backend
+        self.text_chunk = int(text_chunk)
+        self.augment = augment
+        self.text_encoder = text_encoder if "text" in modalities else None
+        self.video_encoder = video_encoder if "video" in modalities else None
+        self.num_frames = None
+        if "video" in modalities:
+            video = video_encoder
+            if not hasattr(video, "trainable_tower"):
+                raise ValueError("all-layer video needs a video encoder with weights to train (encoder=clip_vit_b32, "
+                                 f"eva02_clip, tiny_clip, xclip, videomae); got "
+                                 f"{getattr(video, 'identity', 'external features')}")
+            self.num_frames = int(num_frames or video.num_frames)
+            if not getattr(video, "averages_frames", False) and self.num_frames != video.num_frames:
+                raise ValueError(f"{video.identity} is a clip model trained on {video.num_frames} frames per clip; its "
+                                 f"tower takes exactly that many, not datamodule.num_frames={self.num_frames}")
+            self.transforms = {True: video.clip_transform(train=augment), False: video.clip_transform(train=False)}
+        if "text" in modalities and text_encoder is None:
+            raise ValueError(f"modalities={modalities!r} needs a text encoder")
+        self.tokenizer = self.text_encoder.model.tokenizer if self.text_encoder is not None else None
+
+    def window_sentences(self, rec, start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
+        """Per window [start_i, end_i] of recording `rec`: its non-blank sentences (strict overlap, the bank
+        recipes' rule), as indices into the transcript; empty lists without the text modality."""
+        if "text" not in self.modalities:
+            return [np.zeros(0, np.int64)] * len(start)
+        index = TranscriptIndex(rec.transcript)
+        nonblank = np.array([bool(s.text.strip()) for s in rec.transcript], dtype=bool)
+        out = []
+        for a, b in zip(start, end):
+            ids = index.indices_in(Window(float(a), float(b)))
+            out.append(ids[nonblank[ids]])  # blank sentences encode to nothing (zero rows)
+        return out
+
+    def draw_sentences(self, ids: np.ndarray, train: bool, rng: np.random.Generator) -> np.ndarray:
+        """A training window keeps at most max_sentences, drawn in time order; evaluation keeps all."""
+        if train and self.max_sentences is not None and len(ids) > self.max_sentences:
+            return np.sort(rng.choice(ids, self.max_sentences, replace=False))
+        return ids
+
+    def frames(self, readers: dict[str, Any], video_id: str, start: float, end: float, train: bool,
+               rng: np.random.Generator, what: str) -> torch.Tensor:
+        """k frames of the window, decoded with this worker's `readers` (opened on first use) and preprocessed:
+        [k, 3, S, S]. `what` names the sample in a decoding error."""
+        t = sparse_timestamps(float(start), float(end), self.num_frames)
+        frames = self.decode(readers, video_id, t, what)
+        return self.preprocess_frames(frames, train=train, seed=int(rng.integers(2**31)))
+
+    def cell_frames(self, readers: dict[str, Any], video_id: str, cells: Sequence[np.ndarray], train: bool,
+                    rng: np.random.Generator, what: str) -> list[torch.Tensor]:
+        """The window's cells (each its bank frame timestamps), each a preprocessed clip [f, 3, S, S] as the bank
+        encodes a cell: an image model all of its frames, a clip model its frames resampled to its count."""
+        frames = self.decode(readers, video_id, np.concatenate(cells), what, clamp=True)
+        seed = int(rng.integers(2**31))
+        clips = np.split(frames, np.cumsum([len(c) for c in cells])[:-1])
+        if not self.video_encoder.averages_frames:  # a clip model: as the bank encodes a cell
+            clips = [c[uniform_frame_indices(len(c), self.num_frames)] for c in clips]
+        return [self.preprocess_frames(c, train=train, seed=seed + j) for j, c in enumerate(clips)]
+
+    def decode(self, readers: dict[str, Any], video_id: str, t: np.ndarray, what: str,
+               clamp: bool = False) -> np.ndarray:
+        """uint8 [len(t), H, W, 3] at times `t`, with this worker's `readers` (opened on first use); `clamp`: times
+        past the reader's duration are clamped to it (the bank's cell grid runs to the annotated duration)."""
+        rec = self.dataset.recordings[video_id]
+        if not rec.has_video:
+            raise DataError("no video file for the video modality", file=rec.video_path, item=video_id)
+        try:
+            if video_id not in readers:  # opening fails on the first sample of a bad file
+                readers[video_id] = open_video(rec.video_path, self.video_backend)
+            reader = readers[video_id]
+            return reader.frames_at(np.minimum(t, reader.duration) if clamp else t)
+        except DataError as e:
+            raise DataError(f"cannot decode the frames at {np.round(t, 3).tolist()} s ({what}): {e}",
+                            item=video_id) from e
+
+    def preprocess_frames(self, frames: np.ndarray, train: bool, seed: int) -> torch.Tensor:
+        """uint8 [k, H, W, 3] -> float [k, 3, S, S] by the encoder's transform; the training transform's random
+        draws come from `seed` (per sample and epoch), not from the worker's generator."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return self.transforms[train](frames)
+
+    def collate_cells(self, windows: Sequence[Sequence[torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """Every window's cells [f, 3, S, S] -> cell_frames [C, F, 3, S, S] padded to the longest cell,
+        cell_frame_mask [C, F] (image models only: a clip model's cells all have its frame count), and
+        cell_mask [B, M] (sample b's cells are the next cell_mask[b].sum() rows of cell_frames)."""
+        cells = [c for w in windows for c in w]
+        f = max(len(c) for c in cells)
+        frames = cells[0].new_zeros(len(cells), f, *cells[0].shape[1:])
+        frame_mask = torch.zeros(len(cells), f, dtype=torch.bool)
+        for j, c in enumerate(cells):
+            frames[j, :len(c)] = c
+            frame_mask[j, :len(c)] = True
+        m = max(len(w) for w in windows)
+        cell_mask = torch.arange(m)[None, :] < torch.tensor([len(w) for w in windows])[:, None]
+        out = {"cell_frames": frames, "cell_mask": cell_mask}
+        if self.video_encoder.averages_frames:
+            out["cell_frame_mask"] = frame_mask
+        return out
+
+    def tokenize(self, texts: list[str], order: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """texts in `order`, tokenised in chunks of `text_chunk`."""
+        ids, masks = [], []
+        for c in range(0, len(order), self.text_chunk):
+            chunk = [texts[u] for u in order[c:c + self.text_chunk]]
+            tokens = self.tokenizer(chunk, padding=True, truncation=True, max_length=self.text_encoder.max_length,
+                                    return_tensors="pt")
+            ids.append(tokens["input_ids"])
+            masks.append(tokens["attention_mask"])
+        return ids, masks
+
+    def tokenize_windows(self, windows: Sequence[Sequence[tuple[str, int]]]) -> dict[str, Any]:
+        """The distinct sentences (video_id, index) of the batch's windows, tokenised in chunks sorted by length
+        (little padding), and text_weight [B, U] over them (U in chunk order)."""
+        distinct = sorted({s for w in windows for s in w})
+        texts = [self.dataset.recordings[v].transcript[j].text for v, j in distinct]
+        order = sorted(range(len(texts)), key=lambda u: len(texts[u]))
+        position = {distinct[u]: p for p, u in enumerate(order)}
+        weight = torch.zeros(len(windows), len(distinct))
+        for b, w in enumerate(windows):
+            for s in w:
+                weight[b, position[s]] = 1.0
+        ids, masks = self.tokenize(texts, order)
+        return {"text_ids": ids, "text_mask": masks, "text_weight": weight}
+
+
+class ShareLoaders:
+    """Train/val/test loaders of global batches of which this process decodes its share (ShareBatchSampler), and
+    mid-epoch resuming (the DataModule's state_dict in every checkpoint). Mixed into a LightningDataModule that
+    has `batch_size`, `eval_batch_size`, `num_workers`, `seed` and sets `resume_skip = None`,
+    `train_sampler = None`."""
+
+    def share_loader(self, split: str, shuffle: bool, dataset: Dataset, collate: Callable, labelled: np.ndarray,
+                     name: str) -> DataLoader:
+        trainer = self.trainer
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        if world > 1 and trainer._accelerator_connector.use_distributed_sampler:
+            raise ValueError(f"the {name} loader splits global batches across processes itself: "
+                             "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
+        sampler = ShareBatchSampler(len(labelled), self.batch_size if split == "train" else self.eval_batch_size,
+                                    shuffle, self.seed, rank, world, labelled)
+        if split == "train":
+            self.train_sampler = sampler
+            sampler.skip = self.resume_skip
+        return ResumableLoader(dataset, batch_sampler=sampler, num_workers=self.num_workers, collate_fn=collate,
+                               persistent_workers=self.num_workers > 0,
+                               progress=self._progress if split == "train" and trainer is not None else None)
+
+    def state_dict(self) -> dict[str, int]:
+        """Saved in every checkpoint: the epoch and the train batches the trainer has finished in it."""
+        if self.trainer is None:
+            return {}
+        epoch, done = self._progress()
+        return {"epoch": int(epoch), "batches_done": int(done)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state.get("batches_done"):
+            self.resume_skip = (int(state["epoch"]), int(state["batches_done"]))
+            log.info("checkpoint from epoch %d after %d batches: a fit resumed from it skips them", *self.resume_skip)
+            if self.train_sampler is not None:
+                self.train_sampler.skip = self.resume_skip
+
+    def _progress(self) -> tuple[int, int]:
+        trainer = self.trainer
+        return trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed
+
+
 @dataclass
 class _Windows:
     """Per-sample window inputs of one split (rows as in the bank DataModule's split index)."""
@@ -128,17 +313,9 @@ class _SampleInputs(Dataset):
     def __len__(self) -> int:
         return len(self.owner.splits[self.split].label)
 
-    def _reader(self, video_id: str):
-        if video_id not in self.readers:
-            rec = self.owner.dataset.recordings[video_id]
-            if not rec.has_video:
-                raise DataError("no video file for the video modality", file=rec.video_path, item=video_id)
-            self.readers[video_id] = open_video(rec.video_path, self.owner.video_backend)
-        return self.readers[video_id]
-
     def __getitem__(self, item: Item) -> dict[str, Any]:
         owner, split = self.owner, self.split
-        ix, windows = owner.splits[split], owner.windows[split]
+        ix, windows, inputs = owner.splits[split], owner.windows[split], owner.inputs
         i = item.index
         rng = sample_rng(owner.seed, item.epoch, i, split)
         out: dict[str, Any] = {"item": item}
@@ -148,37 +325,21 @@ class _SampleInputs(Dataset):
             out["cells"] = [(video_id, j) for j in range(first, first + n)]
             out["query_pos"] = int(ix.query_pos[i])
         elif "text" in owner.modalities:
-            ids = windows.sentences[i]
-            if split == "train" and owner.max_sentences is not None and len(ids) > owner.max_sentences:
-                ids = np.sort(rng.choice(ids, owner.max_sentences, replace=False))
+            ids = inputs.draw_sentences(windows.sentences[i], split == "train", rng)
             out["sentences"] = [(video_id, int(s)) for s in ids]
+        what = f"sample {int(ix.sample_id[i])}, {split}"
         if "video" in owner.modalities and owner.frames == "cells":
             first, n = int(ix.first_cell[i]), int(ix.num_cells[i])
-            cells = owner.cell_times[video_id][first:first + n]
-            frames = self._decode(video_id, np.concatenate(cells), ix, i, split)
-            seed = int(rng.integers(2**31))
-            clips = np.split(frames, np.cumsum([len(c) for c in cells])[:-1])
-            if not owner.video_encoder.averages_frames:  # a clip model: as the bank encodes a cell
-                clips = [c[uniform_frame_indices(len(c), owner.num_frames)] for c in clips]
-            out["cell_frames"] = [owner.preprocess_frames(c, train=split == "train", seed=seed + j)
-                                  for j, c in enumerate(clips)]
+            out["cell_frames"] = inputs.cell_frames(self.readers, video_id, owner.cell_times[video_id][first:first + n],
+                                                    split == "train", rng, what)
             out["query_pos"] = int(ix.query_pos[i])
         elif "video" in owner.modalities:
-            t = sparse_timestamps(float(windows.start[i]), float(windows.end[i]), owner.num_frames)
-            frames = self._decode(video_id, t, ix, i, split)
-            out["frames"] = owner.preprocess_frames(frames, train=split == "train", seed=int(rng.integers(2**31)))
+            out["frames"] = inputs.frames(self.readers, video_id, windows.start[i], windows.end[i], split == "train",
+                                          rng, what)
         return out
 
-    def _decode(self, video_id: str, t: np.ndarray, ix, i: int, split: str) -> np.ndarray:
-        try:
-            reader = self._reader(video_id)  # opening fails on the first sample of a bad file
-            return reader.frames_at(np.minimum(t, reader.duration) if self.owner.frames == "cells" else t)
-        except DataError as e:
-            raise DataError(f"cannot decode the frames at {np.round(t, 3).tolist()} s (sample "
-                            f"{int(ix.sample_id[i])}, {split}): {e}", item=video_id) from e
 
-
-class EncoderInputsDataModule(StepRecognitionDataModule):
+class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
     def __init__(self, *args, max_sentences: int | None = None, num_frames: int | None = None,
                  video_backend: str = "decord", text_chunk: int = 64, augment: bool = True,
                  text_cells: bool | str | None = False, frames: str = "sparse", **kwargs):
@@ -194,9 +355,6 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         kwargs.pop("cells", None)
         # dense: the bank's clip feature needs no per-frame features; no cells: no LFB head reads them here
         super().__init__(*args, frame_sampling="dense", cells=False, **kwargs)
-        if max_sentences is not None and max_sentences < 1:
-            raise ValueError(f"max_sentences must be positive or None, got {max_sentences}")
-        self.max_sentences = max_sentences
         if frames not in ("sparse", "cells"):
             raise ValueError(f"frames must be 'sparse' or 'cells', got {frames!r}")
         if frames == "cells" and self.modalities != "video":
@@ -212,35 +370,16 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
         self.cell_texts: dict[str, list[str]] = {}  # per recording: the joined text of each bank cell
         self.frames = frames
         self.cell_times: dict[str, list[np.ndarray]] = {}  # per recording: each bank cell's frame timestamps
-        self.video_backend = video_backend
-        self.text_chunk = int(text_chunk)
-        self.augment = augment
         self.windows: dict[str, _Windows] = {}
         self.resume_skip: tuple[int, int] | None = None  # (epoch, batches) from a mid-epoch checkpoint
         self.train_sampler: ShareBatchSampler | None = None
-        video = self.bank.video_encoder
-        self.text_encoder = self.bank.text_encoder if "text" in self.modalities else None
-        self.video_encoder = video if "video" in self.modalities else None
-        if "video" in self.modalities:
-            if not hasattr(video, "trainable_tower"):
-                raise ValueError("all-layer video needs a video encoder with weights to train (encoder=clip_vit_b32, "
-                                 f"eva02_clip, tiny_clip, xclip, videomae); got "
-                                 f"{getattr(video, 'identity', 'external features')}")
-            self.num_frames = int(num_frames or video.num_frames)
-            if not getattr(video, "averages_frames", False) and self.num_frames != video.num_frames:
-                raise ValueError(f"{video.identity} is a clip model trained on {video.num_frames} frames per clip; its "
-                                 f"tower takes exactly that many, not datamodule.num_frames={self.num_frames}")
-            self.transforms = {True: video.clip_transform(train=augment), False: video.clip_transform(train=False)}
-        self.tokenizer = self.text_encoder.model.tokenizer if self.text_encoder is not None else None
+        self.inputs = WindowInputs(self.dataset, self.modalities, self.bank.text_encoder, self.bank.video_encoder,
+                                   max_sentences=max_sentences, num_frames=num_frames, video_backend=video_backend,
+                                   text_chunk=text_chunk, augment=augment)
+        self.text_encoder, self.video_encoder = self.inputs.text_encoder, self.inputs.video_encoder
+        self.num_frames = self.inputs.num_frames
 
     # ---------------------------------------------------------------------------------------------
-
-    def preprocess_frames(self, frames: np.ndarray, train: bool, seed: int) -> torch.Tensor:
-        """uint8 [k, H, W, 3] -> float [k, 3, S, S] by the encoder's transform; the training transform's random
-        draws come from `seed` (per sample and epoch), not from the worker's generator."""
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return self.transforms[train](frames)
 
     def _index_split(self, split: str, samples=None) -> None:
         super()._index_split(split, samples)
@@ -264,14 +403,7 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
                 k, n = self.bank.config.segment_seconds, self.bank.load(video_id).num_cells
                 self.cell_texts[video_id] = [index.text_in(Window(j * k, min((j + 1) * k, rec.duration)))
                                              for j in range(n)]
-            if "text" in self.modalities:
-                index = TranscriptIndex(rec.transcript)
-                nonblank = np.array([bool(s.text.strip()) for s in rec.transcript], dtype=bool)
-                for a, b in zip(start, end):
-                    ids = index.indices_in(Window(float(a), float(b)))
-                    sentences.append(ids[nonblank[ids]])  # blank sentences encode to nothing (zero rows)
-            else:
-                sentences += [np.zeros(0, np.int64)] * len(t)
+            sentences += self.inputs.window_sentences(rec, start, end)
         assert sum(len(s) for s in starts) == len(ix.label)
         self.windows[split] = _Windows(np.concatenate(starts), np.concatenate(ends), sentences)
 
@@ -285,44 +417,16 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
             batch["label"] = torch.zeros_like(batch["label"])
         batch["labelled_total"] = torch.tensor(items[0].labelled_total)
         if "video" in self.modalities and self.frames == "cells":
-            batch |= self.collate_cells([p["cell_frames"] for p in parts])
+            batch |= self.inputs.collate_cells([p["cell_frames"] for p in parts])
             batch["query_pos"] = torch.tensor([p["query_pos"] for p in parts])
         elif "video" in self.modalities:
             batch["frames"] = torch.stack([p["frames"] for p in parts])
         if "text" in self.modalities and not self.text_cells:
-            batch |= self.tokenize_windows([p["sentences"] for p in parts])
+            batch |= self.inputs.tokenize_windows([p["sentences"] for p in parts])
         if self.text_cells:
             batch |= self.tokenize_cells([p["cells"] for p in parts])
             batch["query_pos"] = torch.tensor([p["query_pos"] for p in parts])
         return batch
-
-    def collate_cells(self, windows: Sequence[Sequence[torch.Tensor]]) -> dict[str, torch.Tensor]:
-        """Every window's cells [f, 3, S, S] -> cell_frames [C, F, 3, S, S] padded to the longest cell,
-        cell_frame_mask [C, F] (image models only: a clip model's cells all have its frame count), and
-        cell_mask [B, M] (sample b's cells are the next cell_mask[b].sum() rows of cell_frames)."""
-        cells = [c for w in windows for c in w]
-        f = max(len(c) for c in cells)
-        frames = cells[0].new_zeros(len(cells), f, *cells[0].shape[1:])
-        frame_mask = torch.zeros(len(cells), f, dtype=torch.bool)
-        for j, c in enumerate(cells):
-            frames[j, :len(c)] = c
-            frame_mask[j, :len(c)] = True
-        m = max(len(w) for w in windows)
-        cell_mask = torch.arange(m)[None, :] < torch.tensor([len(w) for w in windows])[:, None]
-        out = {"cell_frames": frames, "cell_mask": cell_mask}
-        if self.video_encoder.averages_frames:
-            out["cell_frame_mask"] = frame_mask
-        return out
-
-    def _tokenize(self, texts: list[str], order: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        ids, masks = [], []
-        for c in range(0, len(order), self.text_chunk):
-            chunk = [texts[u] for u in order[c:c + self.text_chunk]]
-            tokens = self.tokenizer(chunk, padding=True, truncation=True, max_length=self.text_encoder.max_length,
-                                    return_tensors="pt")
-            ids.append(tokens["input_ids"])
-            masks.append(tokens["attention_mask"])
-        return ids, masks
 
     def tokenize_cells(self, windows: Sequence[Sequence[tuple[str, int]]]) -> dict[str, Any]:
         """The batch's distinct non-silent cells, tokenised in chunks sorted by length; cell_index [B, M] is
@@ -338,62 +442,18 @@ class EncoderInputsDataModule(StepRecognitionDataModule):
             mask[b, :len(w)] = True
             for j, c in enumerate(w):
                 index[b, j] = position.get(c, -1)
-        ids, masks = self._tokenize(texts, order)
+        ids, masks = self.inputs.tokenize(texts, order)
         return {"cell_text_ids": ids, "cell_text_mask": masks, "cell_index": index, "cell_mask": mask}
-
-    def tokenize_windows(self, windows: Sequence[Sequence[tuple[str, int]]]) -> dict[str, Any]:
-        """The distinct sentences of the batch's windows, tokenised in chunks sorted by length (little padding),
-        and text_weight [B, U] over them (U in chunk order)."""
-        distinct = sorted({s for w in windows for s in w})
-        texts = [self.dataset.recordings[v].transcript[j].text for v, j in distinct]
-        order = sorted(range(len(texts)), key=lambda u: len(texts[u]))
-        position = {distinct[u]: p for p, u in enumerate(order)}
-        weight = torch.zeros(len(windows), len(distinct))
-        for b, w in enumerate(windows):
-            for s in w:
-                weight[b, position[s]] = 1.0
-        ids, masks = self._tokenize(texts, order)
-        return {"text_ids": ids, "text_mask": masks, "text_weight": weight}
-
-    def state_dict(self) -> dict[str, int]:
-        """Saved in every checkpoint: the epoch and the train batches the trainer has finished in it."""
-        if self.trainer is None:
-            return {}
-        epoch, done = self._progress()
-        return {"epoch": int(epoch), "batches_done": int(done)}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        if state.get("batches_done"):
-            self.resume_skip = (int(state["epoch"]), int(state["batches_done"]))
-            log.info("checkpoint from epoch %d after %d batches: a fit resumed from it skips them", *self.resume_skip)
-            if self.train_sampler is not None:
-                self.train_sampler.skip = self.resume_skip
-
-    def _progress(self) -> tuple[int, int]:
-        trainer = self.trainer
-        return trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         from functools import partial
 
-        trainer = self.trainer
-        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
-        if world > 1 and trainer._accelerator_connector.use_distributed_sampler:
-            raise ValueError("the step-recognition loader splits global batches across processes itself: "
-                             "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
-        ix = self.splits[split]
-        sampler = ShareBatchSampler(len(ix.label), self.batch_size if split == "train" else self.eval_batch_size,
-                                    shuffle, self.seed, rank, world, ix.label)
-        if split == "train":
-            self.train_sampler = sampler
-            sampler.skip = self.resume_skip
-        return ResumableLoader(_SampleInputs(self, split), batch_sampler=sampler, num_workers=self.num_workers,
-                               collate_fn=partial(self.collate_items, split), persistent_workers=self.num_workers > 0,
-                               progress=self._progress if split == "train" and trainer is not None else None)
+        return self.share_loader(split, shuffle, _SampleInputs(self, split), partial(self.collate_items, split),
+                                 self.splits[split].label > 0, "step-recognition")
 
     def loader(self, name: str) -> DataLoader:
         ix = self.splits[name]
-        sampler = ShareBatchSampler(len(ix.label), self.eval_batch_size, False, self.seed, 0, 1, ix.label)
+        sampler = ShareBatchSampler(len(ix.label), self.eval_batch_size, False, self.seed, 0, 1, ix.label > 0)
         from functools import partial
 
         return DataLoader(_SampleInputs(self, name), batch_sampler=sampler,

@@ -23,7 +23,12 @@ default (`modalities: text`) is what runs there, and `modalities=video` fails wi
 bank without video.
 
 A batch: query [B, D], candidates [B, 2, D], label [B], video_index [B] (into `video_ids[split]`),
-sample_id [B].
+sample_id [B], and for DDP labelled_total (the global batch's size) and padding (a duplicate share).
+
+DDP (trainer=ddp): `batch_size` is the global batch. Every process draws the same batches (the train order
+comes from a generator seeded with `seed`, as in one process) and keeps its contiguous share of each
+(datamodules/global_batches.share); the module weights the loss and gathers the evaluation scores, so two
+processes compute what one does. The bank is built once, its recordings shared across the processes.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from datamodules.global_batches import share
 from datamodules.step_recognition import (EMPTY_TEXTS, FRAME_SAMPLINGS, MODALITIES, TEXT_POOLS, Indices,
                                           sparse_window_video, window_text_features)
 from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
@@ -67,7 +73,7 @@ class RetrievalSplit:
     video_index: np.ndarray  # int [N]
     sample_id: np.ndarray  # int [N]
     label: np.ndarray  # int [N]
-    features: np.ndarray  # float32 [N, 3, D]: query, candidate 0, candidate 1
+    features: np.ndarray | None  # float32 [N, 3, D]: query, candidate 0, candidate 1 (None: made by the model)
 
 
 class IntraVideoRetrievalDataModule(pl.LightningDataModule):
@@ -158,17 +164,21 @@ class IntraVideoRetrievalDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        trainer = self.trainer
-        if trainer is not None and trainer.world_size > 1:
-            raise ValueError("the intra-video retrieval recipe runs in one process (its whole data fits one "
-                             "batch or a few); use trainer=default")
-        self.bank.build([v for s in SPLITS for v in self.dataset.splits[s]])
+        self.build_bank()
         for split in SPLITS:
             samples = self.split_samples(split)
             self.samples[split], self.video_ids[split] = samples, list(samples)
             self.splits[split] = self._index(samples)
             log.info("intra-video retrieval: %s split, %d samples of %d videos (%s), w = %g s", split,
                      len(self.splits[split].label), len(samples), self.sources[split], self.context_seconds)
+
+    def build_bank(self) -> None:
+        """Every process builds its share of the recordings, then all wait (step recognition's rule)."""
+        trainer = self.trainer
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        self.bank.build([v for s in SPLITS for v in self.dataset.splits[s]], rank=rank, world_size=world)
+        if trainer is not None and world > 1:
+            trainer.strategy.barrier("feature_bank")
 
     def window_features(self, bank: RecordingBank, duration: float, t: np.ndarray,
                         context_seconds: float | None = None) -> np.ndarray:
@@ -217,11 +227,22 @@ class IntraVideoRetrievalDataModule(pl.LightningDataModule):
                 "video_index": torch.from_numpy(ix.video_index[idx]).long(),
                 "sample_id": torch.from_numpy(ix.sample_id[idx]).long()}
 
+    def collate_share(self, split: str, rank: int, world_size: int, global_batch) -> dict[str, torch.Tensor]:
+        """This process's share of a global batch (module docstring)."""
+        indices, padding = share(np.asarray(global_batch), rank, world_size)
+        return self.collate(split, indices) | {"labelled_total": torch.tensor(len(global_batch)), "padding": padding}
+
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        trainer = self.trainer
+        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
+        if world > 1 and trainer._accelerator_connector.use_distributed_sampler:
+            raise ValueError("the intra-video retrieval loader splits global batches across processes itself: "
+                             "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
         generator = torch.Generator().manual_seed(self.seed) if shuffle else None
         return DataLoader(Indices(len(self.splits[split].label)),
-                          batch_size=self.batch_size if split == "train" else self.eval_batch_size, shuffle=shuffle, generator=generator, num_workers=self.num_workers,
-                          collate_fn=partial(self.collate, split))
+                          batch_size=self.batch_size if split == "train" else self.eval_batch_size, shuffle=shuffle,
+                          generator=generator, num_workers=self.num_workers,
+                          collate_fn=partial(self.collate_share, split, rank, world))
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -72,12 +72,17 @@ class TrainableTowers(nn.Module):
 
     def __init__(self, dim: int, modalities: str, video_encoder=None, text_encoder=None, video_freeze_blocks: int = 0,
                  text_freeze_blocks: int = 0, activation_checkpointing: bool = False, lfb: str | None = None,
-                 lfb_options: dict | None = None):
+                 lfb_options: dict | None = None, text_blocks: int = 2):
         """`lfb`: None (the window feature) or "avg" / "cat": the tower encodes each k-second cell of the window
         (as the bank does) and that LFB head (models/heads.py, `lfb_options` its arguments) aggregates them;
-        modalities=text (the DataModule's text_cells) or video (its frames="cells")."""
+        modalities=text (the DataModule's text_cells: each cell's joined sentences, as the bank does) or video
+        (its frames="cells"). `text_blocks`: copies of the text feature in the output, as the features it is
+        compared with lay them out: 2 in step recognition's bank layout [t, t] / [v, t, t], 1 in retrieval's
+        window feature [t] / [v, t]."""
         super().__init__()
-        self.modalities = modalities
+        if text_blocks not in (1, 2):
+            raise ValueError(f"text_blocks must be 1 or 2, got {text_blocks}")
+        self.modalities, self.text_blocks = modalities, text_blocks
         self.video = self.text = self.lfb = None
         if lfb is not None:
             from models.heads import LFBAvg, LFBCat
@@ -106,7 +111,7 @@ class TrainableTowers(nn.Module):
             if activation_checkpointing:
                 self.text.gradient_checkpointing_enable()
         width = (self.video.dim if self.video is not None else 0) + \
-            (2 * self.text.config.hidden_size if self.text is not None else 0)
+            (text_blocks * self.text.config.hidden_size if self.text is not None else 0)
         if width != dim:
             raise ValueError(f"the towers give {width}-d features but the step features are {dim}-d")
 
@@ -156,7 +161,7 @@ class TrainableTowers(nn.Module):
             blocks.append(self.video(batch["frames"]))
         if self.text is not None:
             t = self.text_feature(batch["text_ids"], batch["text_mask"], batch["text_weight"])
-            blocks += [t, t]
+            blocks += [t] * self.text_blocks
         return torch.cat([b.float() for b in blocks], dim=-1)
 
 
@@ -168,27 +173,39 @@ class AllLayerModule(StepRecognitionModule):
         for each tower and for an LFB head's G."""
         kwargs.pop("scheduler", None)
         super().__init__(head, optimizer=optimizer, **kwargs)
-        if not 0 <= warmup_fraction < 1:
-            raise ValueError(f"warmup_fraction must lie in [0, 1), got {warmup_fraction}")
+        check_warmup_fraction(warmup_fraction)
 
     def configure_optimizers(self) -> Any:
-        from transformers import get_cosine_schedule_with_warmup
+        return tower_optimizer(self, {"video": self.hparams.video_lr, "text": self.hparams.text_lr,
+                                      "lfb": self.hparams.lfb_lr}, self.hparams.warmup_fraction)
 
-        groups = []
-        for name, lr in (("video", self.hparams.video_lr), ("text", self.hparams.text_lr),
-                         ("lfb", self.hparams.lfb_lr)):
-            tower = getattr(self.head, name)
-            if tower is None:
-                continue
-            params = [p for p in tower.parameters() if p.requires_grad]
-            extra = {} if lr is None else {"lr": lr}
-            groups += [{"params": [p for p in params if p.ndim >= 2], **extra},
-                       {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0, **extra}]
-        groups = [g for g in groups if g["params"]]
-        if not groups:
-            raise ValueError("all-layer: every parameter is frozen")
-        optimizer = self.optimizer_factory(params=groups)
-        total = int(self.trainer.estimated_stepping_batches)
-        warmup = math.ceil(self.hparams.warmup_fraction * total)
-        scheduler = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=warmup, num_training_steps=total)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
+
+def check_warmup_fraction(warmup_fraction: float) -> None:
+    if not 0 <= warmup_fraction < 1:
+        raise ValueError(f"warmup_fraction must lie in [0, 1), got {warmup_fraction}")
+
+
+def tower_optimizer(module, lrs: dict[str, float | None], warmup_fraction: float) -> dict[str, Any]:
+    """The all-layer optimiser of `module` (a LightningModule with `head` and `optimizer_factory`): a parameter
+    group per trainable part of the head named in `lrs` (its lr, or the factory's where None), weight decay on
+    matrices only; linear warm-up over the first `warmup_fraction` of the optimiser steps, then cosine decay,
+    stepped every optimiser step. Used by the step-recognition and the retrieval all-layer recipes."""
+    from transformers import get_cosine_schedule_with_warmup
+
+    groups = []
+    for name, lr in lrs.items():
+        tower = getattr(module.head, name, None)
+        if tower is None:
+            continue
+        params = [p for p in tower.parameters() if p.requires_grad]
+        extra = {} if lr is None else {"lr": lr}
+        groups += [{"params": [p for p in params if p.ndim >= 2], **extra},
+                   {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0, **extra}]
+    groups = [g for g in groups if g["params"]]
+    if not groups:
+        raise ValueError("all-layer: every parameter is frozen")
+    optimizer = module.optimizer_factory(params=groups)
+    total = int(module.trainer.estimated_stepping_batches)
+    warmup = math.ceil(warmup_fraction * total)
+    scheduler = get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=warmup, num_training_steps=total)
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}

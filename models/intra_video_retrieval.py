@@ -10,9 +10,16 @@ drawn from a generator seeded with `tie_seed` and the sample's place in its spli
 reproducible.
 
 Validation and test collect the scores of every sample and score whole videos at the end of the epoch
-(accuracy per video, then the mean, spacewalk.spacewalk18.scoring.retrieval_accuracy). The test epoch
-writes predictions.json in the official format ({video_id: [0 | 1, ...]}) and metrics.json into
-`output_dir`.
+(accuracy per video, then the mean, spacewalk.spacewalk18.scoring.retrieval_accuracy); under DDP each process
+scores its share of every batch and the scores are gathered first, so the loss (the mean cross-entropy over
+the split) and the accuracy are one process's. Training batches are global batches of which each process
+holds a share (`labelled_total` is the global batch's size): the loss is weighted so that DDP's gradient
+average is the global batch's mean (StepRecognitionModule.share_of_global_loss); a padding share (a last
+batch smaller than the number of processes) adds nothing. The test epoch writes predictions.json in the
+official format ({video_id: [0 | 1, ...]}) and metrics.json into `output_dir`.
+
+Subclasses make the features themselves (`features(batch)`): the all-layer recipe
+(models/intra_video_retrieval_all_layer.py) runs trainable encoders on the windows' frames and sentences.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.step_recognition import StepRecognitionModule
 from spacewalk.io import write_json
 from spacewalk.spacewalk18.predictions import write_retrieval_predictions
 from spacewalk.spacewalk18.scoring import retrieval_accuracy
@@ -83,28 +91,44 @@ class IntraVideoRetrievalModule(pl.LightningModule):
         self.split_predictions: dict[str, dict[str, np.ndarray]] = {}
         self.test_results: dict[str, Any] | None = None
 
+    def project(self, query: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's maps G^q, G^c (identity for zero-shot)."""
+        return self.head(query, candidates)
+
     def scores(self, query: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        q, c = self.head(query, candidates)
+        q, c = self.project(query, candidates)
         if self.hparams.normalize:
             q, c = F.normalize(q, dim=-1), F.normalize(c, dim=-1)
         return torch.einsum("bd,bkd->bk", q, c) / self.hparams.temperature
 
-    def _loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        scores = self.scores(batch["query"], batch["candidates"])
+    def features(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """query [B, D] and candidates [B, 2, D] of a batch: the DataModule's window features."""
+        return batch["query"], batch["candidates"]
+
+    def _loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        scores = self.scores(*self.features(batch))
+        if batch.get("padding", False):
+            # keeps the graph (and DDP's gradient hooks) intact; a duplicate sample adds nothing
+            return scores.sum() * 0.0, scores
         return F.cross_entropy(scores, batch["label"]), scores
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         loss, _ = self._loss(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["label"]))
-        return loss
+        n = 0 if batch.get("padding", False) else len(batch["label"])
+        if n:
+            self.log("train/loss", loss, prog_bar=True, batch_size=n)
+        world = self.trainer.world_size if self._trainer is not None else 1
+        return StepRecognitionModule.share_of_global_loss(loss, n, batch.get("labelled_total"), world)
 
     # ---- evaluation: whole splits ------------------------------------------------------------------
 
-    def _eval_step(self, split: str, batch: dict[str, torch.Tensor]) -> None:
-        loss, scores = self._loss(batch)
-        self.log(f"{split}/loss", loss, batch_size=len(batch["label"]), on_epoch=True, on_step=False)
+    def _eval_step(self, split: str, batch: dict[str, Any]) -> None:
+        if batch.get("padding", False):
+            return  # a duplicate of a sample another process holds
+        scores = self.scores(*self.features(batch))
         self._scores.setdefault(split, []).append(
-            (batch["video_index"].cpu().numpy(), batch["sample_id"].cpu().numpy(), scores.detach().float().cpu().numpy()))
+            (batch["video_index"].cpu().numpy(), batch["sample_id"].cpu().numpy(), scores.detach().float().cpu().numpy(),
+             batch["label"].cpu().numpy()))
 
     def validation_step(self, batch, batch_idx):
         self._eval_step("val", batch)
@@ -120,6 +144,10 @@ class IntraVideoRetrievalModule(pl.LightningModule):
 
     def _finish(self, split: str) -> dict[str, Any] | None:
         parts = self._scores.pop(split, [])
+        if self.trainer.world_size > 1:  # every process's share, in rank order, on every process
+            gathered: list = [None] * self.trainer.world_size
+            torch.distributed.all_gather_object(gathered, parts)
+            parts = [p for rank_parts in gathered for p in rank_parts]
         if not parts or self.trainer.sanity_checking:
             return None
         datamodule = self.trainer.datamodule
@@ -127,6 +155,10 @@ class IntraVideoRetrievalModule(pl.LightningModule):
         video_index = np.concatenate([p[0] for p in parts])
         sample_id = np.concatenate([p[1] for p in parts])
         scores = np.concatenate([p[2] for p in parts])
+        label = np.concatenate([p[3] for p in parts])
+        # the mean cross-entropy over the split's samples (what training minimises; ModelCheckpoint's monitor)
+        loss = F.cross_entropy(torch.from_numpy(scores).double(), torch.from_numpy(label).long())
+        self.log(f"{split}/loss", float(loss))
         predictions = {}
         for r, video_id in enumerate(video_ids):
             rows = np.flatnonzero(video_index == r)
