@@ -52,7 +52,7 @@ from datamodules.global_batches import EpochPermutation, share
 from datamodules.step_recognition import StepRecognitionDataModule
 from spacewalk.encoders import uniform_frame_indices
 from spacewalk.errors import DataError
-from spacewalk.spacewalk18.windows import TranscriptIndex, Window
+from spacewalk.spacewalk18.windows import TranscriptIndex, Window, context_windows
 from spacewalk.video import open_video, segment_timestamps, sparse_timestamps
 
 log = logging.getLogger(__name__)
@@ -388,8 +388,7 @@ class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
         for r, video_id in enumerate(self.video_ids[split]):
             rec = self.dataset.recordings[video_id]
             t = np.array([s.timestamp for s in self.samples[split][video_id]], dtype=np.float64)
-            start = np.maximum(t - self.context_seconds / 2, 0.0)
-            end = np.minimum(t + self.context_seconds / 2, rec.duration)
+            start, end = context_windows(t, self.context_seconds, rec.duration)
             starts.append(start)
             ends.append(end)
             if self.frames == "cells" and video_id not in self.cell_times:

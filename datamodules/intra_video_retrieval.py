@@ -49,6 +49,7 @@ from datamodules.step_recognition import (EMPTY_TEXTS, FRAME_SAMPLINGS, MODALITI
 from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
 from spacewalk.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
 from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
+from spacewalk.spacewalk18.windows import context_windows
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +190,7 @@ class IntraVideoRetrievalDataModule(pl.LightningDataModule):
         if len(t) > CHUNK:
             return np.concatenate([self.window_features(bank, duration, t[i:i + CHUNK], w)
                                    for i in range(0, len(t), CHUNK)])
-        start = np.maximum(t - w / 2, 0.0)
-        end = np.minimum(t + w / 2, duration)
+        start, end = context_windows(t, w, duration)
         blocks = []
         if "video" in self.modalities:
             if bank.video is None:

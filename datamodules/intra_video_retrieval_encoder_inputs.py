@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from datamodules.encoder_inputs import Item, ShareBatchSampler, ShareLoaders, WindowInputs, sample_rng
 from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule, RetrievalSplit
 from spacewalk.spacewalk18.dataset import FPS, SPLITS, RetrievalSample
+from spacewalk.spacewalk18.windows import context_windows
 
 
 class _RetrievalInputs(Dataset):
@@ -96,8 +97,7 @@ class EncoderRetrievalDataModule(ShareLoaders, IntraVideoRetrievalDataModule):
             rec = self.dataset.recordings[video_id]
             frames = np.array([[s.query_frame_index, *s.candidate_frame_indices] for s in ss], dtype=np.float64)
             t = np.minimum(frames / FPS, rec.duration)  # as the feature DataModule's windows
-            start, end = np.maximum(t - self.context_seconds / 2, 0.0), np.minimum(t + self.context_seconds / 2,
-                                                                                   rec.duration)
+            start, end = context_windows(t, self.context_seconds, rec.duration)
             starts.append(start)
             ends.append(end)
             sentences += self.inputs.window_sentences(rec, start.reshape(-1), end.reshape(-1))

@@ -61,6 +61,7 @@ from torch.utils.data import DataLoader, Dataset
 from datamodules.global_batches import global_batch_sampler, share
 from spacewalk.feature_bank import BankConfig, FeatureBank, unit_rows
 from spacewalk.spacewalk18.dataset import Recording, Spacewalk18, StepSample
+from spacewalk.spacewalk18.windows import context_windows
 
 log = logging.getLogger(__name__)
 
@@ -274,8 +275,7 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             bank = self.bank.load(video_id)
             ss = samples[video_id]
             t = np.array([s.timestamp for s in ss])
-            start = np.maximum(t - self.context_seconds / 2, 0.0)
-            end = np.minimum(t + self.context_seconds / 2, rec.duration)
+            start, end = context_windows(t, self.context_seconds, rec.duration)
             k = bank.segment_seconds
             # cells [j k, (j+1) k) overlapping [start, end): the same rule as RecordingBank.cells_in
             first = np.floor(start / k).astype(np.int64)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from spacewalk.spacewalk18.dataset import FPS, Sentence, Spacewalk18
-from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, parse_duration
+from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, context_windows, parse_duration
 
 ALL_LENGTHS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min"]
 
@@ -20,6 +21,17 @@ def test_window_is_clipped_not_shifted():
     assert (w.start, w.end) == (0.0, 100.0)
     with pytest.raises(ValueError):
         context_window(101.0, 10.0, 100.0)
+
+
+def test_the_array_form_is_the_same_rule():
+    # the DataModules cut every window of a recording at once with context_windows
+    t = np.array([[0.0, 10.0], [500.0, 990.0], [1000.0, 30.0]])
+    for w in (60.0, 3600.0, 5.0):
+        start, end = context_windows(t, w, 1000.0)
+        assert start.shape == end.shape == t.shape
+        expected = [context_window(float(x), w, 1000.0) for x in t.ravel()]
+        assert start.ravel().tolist() == [e.start for e in expected]
+        assert end.ravel().tolist() == [e.end for e in expected]
 
 
 def test_overlap_is_strict_and_in_file_order():

@@ -35,6 +35,12 @@ def context_window(t: float, w: float, duration: float) -> Window:
     return Window(max(0.0, t - w / 2), min(duration, t + w / 2))
 
 
+def context_windows(t: np.ndarray, w: float, duration: float) -> tuple[np.ndarray, np.ndarray]:
+    """`context_window` for an array of times (any shape) of one recording: (start, end), the same rule."""
+    t = np.asarray(t, dtype=np.float64)
+    return np.maximum(t - w / 2, 0.0), np.minimum(t + w / 2, duration)
+
+
 _UNITS = {"s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600}
 
 
