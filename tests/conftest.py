@@ -96,6 +96,19 @@ def real_egocross_root() -> Path:
     return base / "egocross"
 
 
+# a tiny randomly initialised open_clip ViT on 32x32 frames: the trainable video backbone of the all-layer tests
+TINY_CLIP = dict(embed_dim=16, vision_cfg=dict(image_size=32, layers=2, width=32, head_width=16, patch_size=16),
+                 text_cfg=dict(context_length=16, vocab_size=49408, width=16, heads=2, layers=1))
+
+
+def tiny_clip(num_frames: int = 4):
+    """The tiny ViT as a video encoder (the same network every call: init_seed 0), `num_frames` per clip."""
+    from spacewalk import encoders
+
+    return encoders.open_clip_video_encoder("ViT-B-32", random_init=True, init_seed=0, model_cfg=TINY_CLIP,
+                                            num_frames=num_frames)
+
+
 def write_tiny_root(root: Path, n_samples: int = 30) -> Path:
     """A hand-made three-recording dataset in the official layout, small enough to reason about."""
     import csv

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.encoder_inputs import EncoderInputsDataModule, Item
+from conftest import tiny_clip
+from datamodules.encoder_inputs import EncoderInputsDataModule
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.all_layer import AllLayerModule, TrainableTowers, freeze_first_blocks
 from spacewalk import encoders
@@ -20,8 +21,6 @@ from spacewalk.video import open_video, sparse_timestamps
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)
 BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
-TINY_CLIP = dict(embed_dim=16, vision_cfg=dict(image_size=32, layers=2, width=32, head_width=16, patch_size=16),
-                 text_cfg=dict(context_length=16, vocab_size=49408, width=16, heads=2, layers=1))
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +31,6 @@ def root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def minilm():
     return encoders.minilm_text_encoder(device="cpu")
-
-
-def tiny_clip():
-    return encoders.open_clip_video_encoder("ViT-B-32", random_init=True, init_seed=0, model_cfg=TINY_CLIP,
-                                            num_frames=4)
 
 
 def tiny_xclip(layers: int = 1):

@@ -12,7 +12,7 @@ import pytest
 
 from spacewalk import download
 from spacewalk.egocross import closeqa, openqa
-from spacewalk.egocross.dataset import EgoCross, read_answers, read_testbed
+from spacewalk.egocross.dataset import EgoCross, read_testbed
 from spacewalk.egocross.synthetic import ANSWERS_FILE, COLOURS, Options, generate_egocross
 from spacewalk.egocross.task import EgoCrossCloseQATask, open_egocross, score_openqa
 from spacewalk.errors import DataError

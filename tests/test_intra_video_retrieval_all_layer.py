@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
+from conftest import REPO, tiny_clip
 from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule
 from datamodules.intra_video_retrieval_encoder_inputs import EncoderRetrievalDataModule
 from models.all_layer import TrainableTowers
@@ -29,8 +29,6 @@ from spacewalk.video import open_video, sparse_timestamps
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=(12, 14), steps_per_video=(3, 4), samples_per_video=20,
              retrieval_samples_per_video=10, questions_per_video=2, video_fps=0.5, frame_size=16, progress=False)
 BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
-TINY_CLIP = dict(embed_dim=16, vision_cfg=dict(image_size=32, layers=2, width=32, head_width=16, patch_size=16),
-                 text_cfg=dict(context_length=16, vocab_size=49408, width=16, heads=2, layers=1))
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +68,7 @@ def test_the_text_tower_starts_as_zero_shot_on_the_same_windows(root, tmp_path, 
 
 
 def test_three_windows_of_frames_and_shares_of_a_global_batch(root, tmp_path, minilm):
-    video = encoders.open_clip_video_encoder("ViT-B-32", random_init=True, init_seed=0, model_cfg=TINY_CLIP,
-                                             num_frames=3)
+    video = tiny_clip(num_frames=3)
     dm = make(EncoderRetrievalDataModule, root, tmp_path / "bank", "video+text", minilm, video, batch_size=6,
               max_sentences=2, video_backend="pyav")
     dm.trainer = None
@@ -198,7 +195,7 @@ def test_the_text_tower_runs_end_to_end_and_untrained_predicts_as_zero_shot(tmp_
     common = ["task=intra_video_retrieval", "context=30s", "datamodule.sampler.samples_per_video=60", "logger=csv",
               "plots=false"]
     untrained = train(tmp_path, tmp_path / "all_layer", *common, "model=ivr_all_layer", "model.text_lr=0")
-    zero = train(tmp_path, tmp_path / "zero_shot", *common, "model=ivr_zero_shot")
+    train(tmp_path, tmp_path / "zero_shot", *common, "model=ivr_zero_shot")  # its predictions.json is read below
     assert untrained["modalities"] == "text" and untrained["checkpoint"].endswith(".ckpt")
     official = scorer(tmp_path, tmp_path / "all_layer", 60)
     assert official["Accuracy"] == untrained["Accuracy"] and official["per_video"] == untrained["per_video"]

@@ -17,7 +17,7 @@ from spacewalk.multiple_choice.backends.baselines import RandomBackend, Scripted
 from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBackend, option_queries, split_sentences
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.parsing import parse_letter, parse_number
-from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Record, Reply
+from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Reply
 from spacewalk.spacewalk18.predictions import read_step_predictions
 from spacewalk.spacewalk18.question_answering import QuestionAnswering, open_dataset
 from spacewalk.spacewalk18.scoring import step_recognition_metrics

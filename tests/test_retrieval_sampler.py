@@ -3,7 +3,6 @@ segments, on a synthetic root and on the real annotations; and the samples comma
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import numpy as np

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
 from spacewalk.errors import DataError
-from spacewalk.fields import as_dict, as_list, get, integer, number
+from spacewalk.fields import as_dict, as_list, get, integer
 from spacewalk.io import load_json
 
 TESTBED_FILE = "datasets/egocross_testbed_imgs.json"
