@@ -43,7 +43,7 @@ from spacewalk.io import write_json
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.dataset import Recording, StepSample
-from spacewalk.spacewalk18.step_recognition_metric import StepRecognitionMetric
+from spacewalk.spacewalk18.step_recognition_metric import StepRecognitionMetric, VideoOutputs
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class StepRecognitionModule(pl.LightningModule):
         # an int limit is a number of batches (1 included); a float a fraction
         return bool(t.fast_dev_run) or isinstance(limit, int) or limit < 1.0
 
-    def _gather(self, split: str) -> tuple[dict[str, np.ndarray], list[str]] | None:
+    def _gather(self, split: str) -> VideoOutputs | None:
         metric = self.metrics[split]
         if not metric.update_called:
             return None
@@ -181,7 +181,7 @@ class StepRecognitionModule(pl.LightningModule):
         if outputs.incomplete:
             log.warning("%s: %d videos incomplete (limited batches), left out of tau and metrics: %s",
                         split, len(outputs.incomplete), outputs.incomplete)
-        return outputs.scores, outputs.incomplete
+        return outputs
 
     def fit_tau(self, scores: Mapping[str, np.ndarray], samples: Mapping[str, Sequence[StepSample]]) -> float:
         """Fit tau on raw scores [n, K+1] per video against the samples' labels; stores and returns it."""
@@ -212,14 +212,18 @@ class StepRecognitionModule(pl.LightningModule):
         return predictions, reported
 
     @staticmethod
-    def split_loss(scores: Mapping[str, np.ndarray], samples: Mapping[str, Sequence[StepSample]]) -> float | None:
+    def split_loss(scores: Mapping[str, np.ndarray], samples: Mapping[str, Sequence[StepSample]],
+                   partial: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None) -> float | None:
         """The training loss (cross-entropy over steps 1..K, samples labelled 1..K) over a whole split, from
         the gathered raw scores: every sample once, whatever the number of processes and batches, so that
-        checkpoint selection on val/loss is the same under DDP as in one process."""
+        checkpoint selection on val/loss is the same under DDP as in one process. `partial`: the rows seen of
+        incomplete videos, (sample ids, scores) each, also counted (a limited run: the loss needs no whole video)."""
+        rows = [(video_id, np.arange(len(s)), s) for video_id, s in scores.items()]
+        rows += [(video_id, ids, s) for video_id, (ids, s) in (partial or {}).items()]
         # videos differ in K: one cross-entropy sum per video, float64 so the order of summation is moot
         total, count = 0.0, 0
-        for video_id, s in scores.items():
-            label = np.array([x.label for x in samples[video_id]])
+        for video_id, ids, s in rows:
+            label = np.array([samples[video_id][i].label for i in ids], dtype=np.int64)
             labelled = label > 0
             if labelled.any():
                 steps = torch.from_numpy(np.asarray(s[labelled, 1:], dtype=np.float64))
@@ -228,15 +232,20 @@ class StepRecognitionModule(pl.LightningModule):
         return total / count if count else None
 
     def _score_split(self, split: str) -> dict[str, Any] | None:
-        gathered = self._gather(split)
-        if gathered is None or not gathered[0]:
+        outputs = self._gather(split)
+        if outputs is None:
             return None
-        scores, _ = gathered
-        metric = self.metrics[split]
-        loss = self.split_loss(scores, metric.samples)
+        scores, metric = outputs.scores or {}, self.metrics[split]
+        # a limited run's loss counts every sample seen: ModelCheckpoint(monitor="val/loss") needs it even when
+        # no video was seen whole (limit_val_batches below one video's samples)
+        loss = self.split_loss(scores, metric.samples, outputs.partial)
         if loss is not None:
             # identical on every process (gathered scores); sync_dist spares Lightning's warning
             self.log(f"{split}/loss", loss, prog_bar=split == "val", sync_dist=True)
+        if not scores:
+            if self._limited():
+                log.warning("%s: no video seen whole in this limited run: loss only, no tau or metrics", split)
+            return None
         threshold = self.hparams.irrelevant == "threshold"
         if split == "val" and threshold:
             self.fit_tau(scores, metric.samples)

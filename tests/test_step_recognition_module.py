@@ -372,6 +372,24 @@ def test_every_head_runs_fast_dev_run(make_head):
     assert list(module.test_results["per_video"]) == ["test0"]
 
 
+@pytest.mark.parametrize("batch_size", [32, 8], ids=["one-video-whole", "no-video-whole"])
+def test_a_limited_validation_logs_the_loss_over_every_sample_seen(batch_size):
+    # limit_val_batches=1: a batch of 32 sees val0 (20 samples) whole and 12 of val1; a batch of 8 no video whole.
+    # The loss needs no whole video (ModelCheckpoint monitors it), the metrics and tau do.
+    data = ToyData(samples_per_video=20, batch_size=batch_size)
+    torch.manual_seed(0)
+    module = StepRecognitionModule(LinearHead(D, identity_init=False))
+    metrics = trainer(limit_val_batches=1).validate(module, datamodule=data)[0]
+    batch = data.collate(data.items["val"][:batch_size])
+    with torch.no_grad():
+        logits = module(batch).double()
+    labelled = batch["label"] > 0
+    expected = F.cross_entropy(logits[labelled, 1:], batch["label"][labelled] - 1)
+    assert metrics["val/loss"] == pytest.approx(float(expected), rel=1e-5)
+    assert ("val/Accuracy" in metrics) == (batch_size == 32)
+    assert math.isfinite(float(module.tau)) == (batch_size == 32)
+
+
 class RecordTau(pl.Callback):
     def __init__(self, out_dir):
         self.out_dir = out_dir

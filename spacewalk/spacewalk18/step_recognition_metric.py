@@ -22,6 +22,9 @@ class VideoOutputs(NamedTuple):
     predictions: dict[str, np.ndarray]  # int64 [n] per video
     scores: dict[str, np.ndarray] | None  # float64 [n, K+1] per video; None when update got no scores
     incomplete: list[str]  # videos left out because samples were missing (only with incomplete="drop")
+    # the rows seen of each incomplete video: (sample ids, float64 [n, K+1] scores), when update got scores; a
+    # limited run's loss needs no whole video (models/step_recognition.py)
+    partial: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 class StepRecognitionMetric(Metric):
@@ -84,7 +87,7 @@ class StepRecognitionMetric(Metric):
         self.update(*args, **kwargs)
 
     def compute(self) -> dict[str, Any]:
-        predictions, scores, _ = self._per_video("error")
+        predictions, scores, _, _ = self._per_video("error")
         result = step_recognition_metrics(self.recordings, self.samples, predictions, scores, self.undefined)
         return {name: (None if value is None else torch.tensor(value, dtype=torch.float64))
                 if name != "per_video" else value for name, value in result.items()}
@@ -101,7 +104,8 @@ class StepRecognitionMetric(Metric):
                                should_unsync=self._should_unsync):
             return VideoOutputs(*self._per_video(incomplete))
 
-    def _per_video(self, incomplete: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, list[str]]:
+    def _per_video(self, incomplete: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, list[str],
+                                                   dict[str, tuple[np.ndarray, np.ndarray]]]:
         video_index = dim_zero_cat(self.video_index).long().cpu().numpy()
         if len(video_index) == 0:
             raise ValueError("StepRecognitionMetric: no samples were seen")
@@ -123,7 +127,7 @@ class StepRecognitionMetric(Metric):
         _, first = np.unique(video_index * big + sample_id, return_index=True)
         video_index, sample_id, prediction, scores = (a[first] for a in (video_index, sample_id, prediction, scores))
 
-        predictions, video_scores, dropped = {}, {}, []
+        predictions, video_scores, dropped, partial = {}, {}, [], {}
         seen = set(video_index.tolist())
         for vi, video_id in enumerate(self.video_ids):
             if vi not in seen:
@@ -136,6 +140,9 @@ class StepRecognitionMetric(Metric):
             if len(ids) != n or ids[-1] != n - 1:
                 if incomplete == "drop":
                     dropped.append(video_id)
+                    if with_scores:
+                        known = ids < n
+                        partial[video_id] = (ids[known], scores[rows[known], :self.recordings[video_id].num_classes])
                     continue
                 missing = sorted(set(range(n)) - set(ids.tolist()))
                 extra = sorted(i for i in set(ids.tolist()) if i >= n)
@@ -146,4 +153,4 @@ class StepRecognitionMetric(Metric):
             if with_scores:
                 k1 = self.recordings[video_id].num_classes
                 video_scores[video_id] = scores[rows, :k1]
-        return predictions, (video_scores if with_scores else None), dropped
+        return predictions, (video_scores if with_scores else None), dropped, partial

@@ -134,6 +134,11 @@ def _lightning(cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, A
     close_loggers(trainer)
     if not trainer.is_global_zero:  # under DDP every process holds the gathered results; one writes them
         return {"test": model.test_results, "val": model.split_results.get("val"), "best_val_loss": best_val_loss}
+    if "test" not in model.split_predictions:
+        # only a limited run (limit_*_batches, fast_dev_run) leaves the test unscored: no video seen whole
+        log.warning("the test was not scored (a limited run saw no test video whole): no metrics.json; best val/loss "
+                    "%s; outputs: %s", best_val_loss, output_dir)
+        return {"test": None, "val": model.split_results.get("val"), "best_val_loss": best_val_loss}
     metrics = _report(cfg, datamodule, output_dir, model.test_results, model.split_results.get("val"),
                       model.split_predictions["test"], {"best_val_loss": best_val_loss, "checkpoint": best})
     return {"test": metrics, "val": metrics["val"], "best_val_loss": best_val_loss}

@@ -133,6 +133,12 @@ def _decode(cfg: DictConfig, datamodule, model, trainer, ckpt_path: str | None, 
 def _report(cfg: DictConfig, datamodule, model, trainer, output_dir: Path, results: dict[str, Any]) -> None:
     """metrics.json with the selection criterion (and the decoded test metrics), pictures, the summary."""
     decoded = results.get("decoded")
+    if not results["test"]:
+        # only a limited run (limit_*_batches, fast_dev_run) leaves the test unscored: no video seen whole
+        close_loggers(trainer)
+        log.warning("the test was not scored (a limited run saw no test video whole, or no tau): no metrics.json; "
+                    "best val/loss %s; outputs: %s", results.get("best_val_loss"), output_dir)
+        return
     if trainer.is_global_zero:
         from spacewalk.io import load_json, write_json
 
