@@ -272,6 +272,10 @@ def test_the_recipe_and_the_paper_settings_compose():
         ("torch.optim.AdamW", 4e-6, 0.2)
     assert (cfg.datamodule.batch_size, cfg.trainer.max_epochs, cfg.model.warmup_fraction) == (16, 1, 0.1)
     assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-3, 2e-5)  # chosen (docs/all_layer.md)
+    # bare, the recipe trains the tiny random video tower (the synthetic demo); the command line overrides both
+    bare = compose_train("model=all_layer")
+    assert bare.modalities == "video" and bare.encoder.video.random_init and bare.encoder.video.model_cfg
+    assert compose_train("model=all_layer", "encoder=clip_vit_b32").encoder.video.pretrained
     paper = compose_train("experiment=paper_all_layer", "modalities=text")
     assert (paper.model.video_lr, paper.model.text_lr, paper.model.optimizer.lr) == (None, None, 4e-6)
     # the other recipes keep Adam

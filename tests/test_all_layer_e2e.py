@@ -113,3 +113,18 @@ def test_the_other_video_towers_run_end_to_end(tmp_path, overrides):
     assert m["model"] == "TrainableTowers" and m["best_val_loss"] is not None
     official = official_scores(tmp_path / "synthetic", "test", run_dir / "predictions.json")
     assert {k: m[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
+
+
+def test_a_smoke_run_with_limited_batches_ends_cleanly(straight):
+    # the README's smoke test: 2 validation batches of 64 see no recording of 100 samples whole. The checkpoint
+    # callback still finds val/loss (over every sample seen); the test, with no video whole, is not scored.
+    tmp, _ = straight
+    run_dir = tmp / "limited"
+    result = run_data(tmp, "train.py", "model=all_layer", "context=1min", "datamodule.num_frames=4", "logger=csv",
+                      "plots=false", "+trainer.limit_train_batches=3", "+trainer.limit_val_batches=1",
+                      "+trainer.limit_test_batches=1", f"hydra.run.dir={run_dir}")
+    assert "the test was not scored" in result.stderr + result.stdout
+    assert not (run_dir / "metrics.json").exists()
+    log = (run_dir / "train.log").read_text()
+    assert "best checkpoint (val/loss" in log and "val/loss None" not in log
+    assert list((run_dir / "checkpoints").glob("epoch*.ckpt"))

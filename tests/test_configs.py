@@ -139,7 +139,7 @@ def test_hirest_heuristics_compose_and_build():
     assert baselines["moment_segmentation"].num_frames == 32
 
 
-def test_text_encoders_get_their_own_feature_banks():
+def test_feature_bank_folders_follow_the_encoders_a_run_reads():
     from hydra.core.hydra_config import HydraConfig
 
     from spacewalk.training import text_bank_suffix
@@ -150,6 +150,38 @@ def test_text_encoders_get_their_own_feature_banks():
         cfg = compose_train("paths.data_dir=D", *overrides)
         HydraConfig.instance().set_config(cfg)
         assert cfg.datamodule.bank_dir == f"D/{folder}"  # MiniLM's banks keep their folders
+    # a text-only run reads encoder=minilm's bank whatever the encoder; video runs read their encoder's
+    for overrides, folder in ((("model=all_layer",), "tiny_clip"), (("model=all_layer", "modalities=text"), "minilm"),
+                              (("encoder=tiny_clip",), "minilm"), (("encoder=tiny_clip", "modalities=video+text",
+                                                                    "text_encoder=mpnet"), "tiny_clip+mpnet"),
+                              (("task=intra_video_retrieval", "model=ivr_last_layer", "encoder=clip_vit_b32"),
+                               "minilm")):
+        cfg = compose_train("paths.data_dir=D", *overrides)
+        HydraConfig.instance().set_config(cfg)
+        assert cfg.datamodule.bank_dir == f"D/feature_banks/synthetic/{folder}", overrides
     cfg = compose_train("paths.data_dir=D", "text_encoder=mpnet")
     assert cfg.encoder.text._target_ == "spacewalk.encoders.mpnet_text_encoder"
     assert cfg.encoder.text.cache_dir == "D/models" and cfg.encoder.text.max_length == 384
+
+
+def test_ckpt_path_last_resumes_from_the_newest_last_checkpoint(tmp_path):
+    # model=all_layer has two checkpoint callbacks that keep a "last": last.ckpt (every 100 steps) and last-v1.ckpt
+    # (each epoch's end, Lightning's name for the second callback's); resuming takes whichever is newer
+    import os
+
+    from omegaconf import OmegaConf
+
+    from spacewalk.training.common import resume_path
+
+    cfg = OmegaConf.create({"ckpt_path": "last", "paths": {"output_dir": str(tmp_path)}})
+    with pytest.raises(FileNotFoundError, match="last.ckpt"):
+        resume_path(cfg)
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    for name, mtime in (("last.ckpt", 100), ("last-v1.ckpt", 200), ("epoch00.ckpt", 300)):
+        (folder / name).write_bytes(b"")
+        os.utime(folder / name, (mtime, mtime))
+    assert resume_path(cfg) == str(folder / "last-v1.ckpt")
+    os.utime(folder / "last.ckpt", (400, 400))
+    assert resume_path(cfg) == str(folder / "last.ckpt")
+    assert resume_path(OmegaConf.create({"ckpt_path": "x.ckpt"})) == "x.ckpt"

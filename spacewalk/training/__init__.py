@@ -43,6 +43,16 @@ def text_bank_suffix(text_encoder: str | None) -> str:
 OmegaConf.register_new_resolver("text_bank_suffix", text_bank_suffix, replace=True)
 
 
+def bank_folder(encoder: str | None, text_encoder: str | None, modalities: str) -> str:
+    """A feature bank's folder under feature_banks/<data>/: the encoder's name plus the text encoder's suffix. A
+    text-only run reads no video feature, so every encoder choice shares encoder=minilm's text bank (the same
+    MiniLM features, built once: `model=all_layer` picks a video encoder that `modalities=text` does not use)."""
+    return ("minilm" if modalities == "text" else str(encoder)) + text_bank_suffix(text_encoder)
+
+
+OmegaConf.register_new_resolver("bank_folder", bank_folder, replace=True)
+
+
 def recipe(cfg: DictConfig):
     """The module named by the config's task (conf/task/*.yaml)."""
     task = cfg.get("task")

@@ -41,10 +41,14 @@ def resume_path(cfg: DictConfig) -> str | None:
     if cfg.get("ckpt_path") in (None, ""):
         return None
     if cfg.ckpt_path == "last":
-        path = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
-        if not path.is_file():
-            raise FileNotFoundError(f"ckpt_path=last but {path} does not exist: pass hydra.run.dir=<the run to resume>")
-        return str(path)
+        folder = Path(cfg.paths.output_dir) / "checkpoints"
+        # the newest "last": a recipe with a second checkpoint callback (all_layer's every 100 steps) has two, since
+        # Lightning names the second callback's last-v1.ckpt, and either may be the newer (mid-epoch, epoch end)
+        candidates = sorted(folder.glob("last*.ckpt"), key=lambda p: p.stat().st_mtime_ns)
+        if not candidates:
+            raise FileNotFoundError(f"ckpt_path=last but {folder / 'last.ckpt'} does not exist: pass "
+                                    "hydra.run.dir=<the run to resume>")
+        return str(candidates[-1])
     return str(cfg.ckpt_path)
 
 
