@@ -13,7 +13,7 @@ train    optimiser steps of batch 16 (forward, backward, AdamW): the tiny video 
          and the MiniLM text tower on the real transcripts (w = 5 min, at most 16 sentences per window), if
          --text-root is given (a Spacewalk-18 release whose MiniLM feature bank exists: the bank is built
          otherwise). Peak memory is the process's maximum resident set size after the steps.
-Medians over runs; the ratio is loader / raw.
+Medians over runs (each run times raw, 0 and 2 workers in turn); the ratio is loader / raw.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def decode(dm, batches: int, runs: int) -> list[str]:
     order = [it.index for b, batch in zip(range(batches), loader.batch_sampler) for it in batch]
     ix, w = dm.splits["train"], dm.windows["train"]
     frames = len(order) * dm.num_frames
-    raw_times = []
+    # the runs interleave raw and loaders, so that a change in the machine's load between them hits all three alike
+    times: dict[object, list[float]] = {"raw": [], 0: [], 2: []}
     for _ in range(runs):
         readers = {v: open_video(dm.dataset.recordings[v].video_path, "decord") for v in dm.video_ids["train"]}
         start = time.perf_counter()
@@ -66,20 +67,19 @@ def decode(dm, batches: int, runs: int) -> list[str]:
             reader = readers[dm.video_ids["train"][ix.recording[i]]]
             indices = np.unique(reader.frame_indices(sparse_timestamps(w.start[i], w.end[i], dm.num_frames)))
             reader._reader.get_batch(indices.tolist()).asnumpy()
-        raw_times.append(time.perf_counter() - start)
-    raw = frames / statistics.median(raw_times)
-    rows.append(f"raw decord, sequential        {raw:10.0f} frames/s")
-    for workers in (0, 2):
-        dm.num_workers = workers
-        times = []
-        for _ in range(runs):
+        times["raw"].append(time.perf_counter() - start)
+        for workers in (0, 2):
+            dm.num_workers = workers
             loader = dm._loader("train", shuffle=True)
             start = time.perf_counter()
             for b, batch in zip(range(batches), loader):
                 pass
-            times.append(time.perf_counter() - start)
+            times[workers].append(time.perf_counter() - start)
             del loader
-        fps = frames / statistics.median(times)
+    raw = frames / statistics.median(times["raw"])
+    rows.append(f"raw decord, sequential        {raw:10.0f} frames/s")
+    for workers in (0, 2):
+        fps = frames / statistics.median(times[workers])
         rows.append(f"DataModule, {workers} workers          {fps:10.0f} frames/s  ({fps / raw:.0%} of raw)")
     return rows
 
