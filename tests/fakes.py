@@ -96,3 +96,16 @@ class FakeFrameVideo:
 
 def unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+class RecordingLLM:
+    """A text LLM stand-in (the caption-enhanced backend's second stage): remembers the prompts, gives `reply`."""
+
+    name = "fake-llm"
+
+    def __init__(self, reply: str = "B"):
+        self.reply, self.prompts = reply, []
+
+    def generate(self, prompts):
+        self.prompts += list(prompts)
+        return [self.reply] * len(prompts)

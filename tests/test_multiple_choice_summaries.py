@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fakes import FakeText
+from fakes import FakeText, RecordingLLM
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, IMAGE_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBackend
@@ -128,21 +128,10 @@ class FakeCaptioner:
         return [f"brightness {np.asarray(image).mean():.1f}" for image in images]
 
 
-class RecordingLLM:
-    name = "fake-llm"
-
-    def __init__(self):
-        self.prompts = []
-
-    def generate(self, prompts):
-        self.prompts += list(prompts)
-        return ["3"] * len(prompts)
-
-
 def test_caption_enhanced_captions_every_visual_in_order(synthetic, tmp_path):
     task = StepRecognitionQuestions(synthetic, "test", "5min", samples_per_video=3, summary="step_oracle")
     item = next(i for i in task.items() if len(i.meta["oracle_steps"]) >= 2)
-    captioner, llm = FakeCaptioner(), RecordingLLM()
+    captioner, llm = FakeCaptioner(), RecordingLLM(reply="3")
     reply = CaptionEnhancedBackend(captioner, llm, num_frames=5).answer([item], [task.prompt(item)])[0]
     n = len(item.meta["oracle_steps"])
     assert captioner.calls == [5] + [1] * n  # the clip's 5 frames, then one per middle frame

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fakes import RecordingLLM
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend, conversation
@@ -70,19 +71,6 @@ def test_frames_follow_the_family_default_or_the_config():
     assert len(rule.timestamps(0.0, 3600.0)) == 768 and np.allclose(np.diff(rule.timestamps(0, 10)), 0.5)
     with pytest.raises(ValueError, match="model_object"):
         TransformersVLMBackend("qwen2_5_vl")
-
-
-class RecordingLLM:
-    """A text LLM stand-in: remembers the prompts, answers "B"."""
-
-    name = "fake-llm"
-
-    def __init__(self):
-        self.prompts = []
-
-    def generate(self, prompts):
-        self.prompts += list(prompts)
-        return ["B"] * len(prompts)
 
 
 def test_caption_enhanced_llm_with_a_tiny_captioner(qa, tmp_path):
