@@ -72,7 +72,7 @@ def decode(dm, batches: int, runs: int) -> list[str]:
             dm.num_workers = workers
             loader = dm._loader("train", shuffle=True)
             start = time.perf_counter()
-            for b, batch in zip(range(batches), loader):
+            for _ in zip(range(batches), loader):
                 pass
             times[workers].append(time.perf_counter() - start)
             del loader

@@ -385,7 +385,7 @@ class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
         super()._index_split(split, samples)
         ix = self.splits[split]
         starts, ends, sentences = [], [], []
-        for r, video_id in enumerate(self.video_ids[split]):
+        for video_id in self.video_ids[split]:
             rec = self.dataset.recordings[video_id]
             t = np.array([s.timestamp for s in self.samples[split][video_id]], dtype=np.float64)
             start, end = context_windows(t, self.context_seconds, rec.duration)
