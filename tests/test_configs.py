@@ -185,3 +185,29 @@ def test_ckpt_path_last_resumes_from_the_newest_last_checkpoint(tmp_path):
     os.utime(folder / "last.ckpt", (400, 400))
     assert resume_path(cfg) == str(folder / "last.ckpt")
     assert resume_path(OmegaConf.create({"ckpt_path": "x.ckpt"})) == "x.ckpt"
+
+
+@pytest.mark.parametrize("units, warned", [(False, True), (True, False)])
+def test_bf16_on_a_cpu_without_bf16_units_is_said_to_be_slow(monkeypatch, caplog, units, warned):
+    # emulated bfloat16 trained MiniLM more than 10x slower than float32 on an AVX2-only CPU (docs/benchmarks.md)
+    import logging
+
+    import pytorch_lightning as pl
+    import torch
+
+    from spacewalk.training.common import warn_slow_bf16
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: units)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="spacewalk.training.common"):
+        warn_slow_bf16(pl.Trainer(accelerator="cpu", precision="bf16-mixed", logger=False))
+        warn_slow_bf16(pl.Trainer(accelerator="cpu", precision="32-true", logger=False))  # never a warning
+    assert [r.message.startswith("trainer.precision=bf16-mixed on a CPU without bfloat16 units")
+            for r in caplog.records] == ([True] if warned else [])
+
+
+def test_all_layer_decodes_with_pyav_in_two_workers():
+    # sparse frames are seeks, which PyAV does faster than decord (docs/benchmarks.md); workers decode beside training
+    for model in ("all_layer", "ivr_all_layer"):
+        cfg = compose_train(f"model={model}")
+        assert (cfg.datamodule.video_backend, cfg.datamodule.num_workers) == ("pyav", 2), model

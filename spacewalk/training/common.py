@@ -3,6 +3,7 @@ the run directory's resolved config, resuming, and re-loading a finished run's c
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import hydra
@@ -10,6 +11,8 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from spacewalk.io import write_text
+
+log = logging.getLogger(__name__)
 
 # the config with every interpolation resolved, so evaluate.py can rebuild a run outside it
 RESOLVED_CONFIG = "config.resolved.yaml"
@@ -29,7 +32,23 @@ def build_trainer(cfg: DictConfig, **overrides) -> pl.Trainer:
     trainer = hydra.utils.instantiate(cfg.trainer, **({"callbacks": callbacks, "logger": loggers} | overrides))
     for lg in trainer.loggers:
         lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    warn_slow_bf16(trainer)
     return trainer
+
+
+def warn_slow_bf16(trainer: pl.Trainer) -> None:
+    """bf16 autocast on a CPU without bfloat16 units is emulated: more than 10x slower than float32 for the
+    MiniLM tower on an AVX2-only CPU (docs/benchmarks.md). Allowed (the numbers are the same recipe's), but said."""
+    import torch
+
+    on_cpu = isinstance(trainer.accelerator, pl.accelerators.CPUAccelerator)
+    if not on_cpu or not str(trainer.precision).startswith("bf16"):
+        return
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    if all(probe is not None and not probe() for probe in probes):  # private in torch: silent if they go
+        log.warning("trainer.precision=%s on a CPU without bfloat16 units (no avx512_bf16 or AMX): autocast emulates "
+                    "bfloat16 and runs much slower than 32-bit here (docs/benchmarks.md); drop the precision "
+                    "override unless you need this exact setting", trainer.precision)
 
 
 def eval_trainer(run_cfg: DictConfig, output_dir: Path) -> pl.Trainer:
