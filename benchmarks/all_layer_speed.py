@@ -1,32 +1,41 @@
 """All-layer fine-tuning speed: frames/s through the encoder-inputs DataModule against raw decord decoding of the
 same frames, and training samples/s and peak memory of the video and text towers.
 
-    python benchmarks/all_layer_speed.py [--batches 20] [--runs 3] [--text-root R]
+    python benchmarks/all_layer_speed.py [--batches 20] [--runs 3] [--h264 1280x720] [--text-root R]
 
 decode   the train loader of `model=all_layer modalities=video encoder=tiny_clip` on the synthetic Spacewalk-18
-         (its default: 64x64 videos at 2 fps, k = 8 frames per window, w = 5 min), with 0 and 2 workers,
-         against one decord reader per recording fetching the same frames (`get_batch` of each window's sorted
-         indices, samples in the loader's order), sequentially in this process. The loader's time includes
-         the encoder's transform (resize to 32x32, normalise) and the collate; readers are opened before the
-         raw timing and inside the workers for the loader (each run is a fresh pass).
+         (its default: 64x64 videos at 2 fps, k = 8 frames per window, w = 5 min), with each backend (decord,
+         PyAV: `datamodule.video_backend`) and 0 and 2 workers, against one decord reader per recording fetching
+         the same frames (`get_batch` of each window's sorted indices, samples in the loader's order),
+         sequentially in this process, and our PyAV reader doing the same. The loader's time includes the
+         encoder's transform (random resized crop to 32x32, normalise) and the collate; readers are opened
+         before the raw timing and inside the workers for the loader (each run is a fresh pass).
+--h264   the two readers alone on windows of 8 sparse frames of a larger H.264 video written for the run
+         (e.g. 1280x720, 29.97 fps, a keyframe every 60 and every 250 frames at most): does the backend that
+         wins on the tiny synthetic videos also win on footage-sized frames?
 train    optimiser steps of batch 16 (forward, backward, AdamW): the tiny video tower on the synthetic videos,
          and the MiniLM text tower on the real transcripts (w = 5 min, at most 16 sentences per window), if
          --text-root is given (a Spacewalk-18 release whose MiniLM feature bank exists: the bank is built
          otherwise). Peak memory is the process's maximum resident set size after the steps.
-Medians over runs (each run times raw, 0 and 2 workers in turn); the ratio is loader / raw.
+Medians over runs (each run times the readers and then every loader, in turn); ratios are of medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import resource
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).parent))  # decode_speed's synthetic footage
+BACKENDS = ("decord", "pyav")
 
 
 def _datamodule(root: Path, bank_dir: Path, modalities: str, real: bool, workers: int):
@@ -58,33 +67,86 @@ def decode(dm, batches: int, runs: int) -> list[str]:
     order = [it.index for b, batch in zip(range(batches), loader.batch_sampler) for it in batch]
     ix, w = dm.splits["train"], dm.windows["train"]
     frames = len(order) * dm.num_frames
-    # the runs interleave raw and loaders, so that a change in the machine's load between them hits all three alike
-    times: dict[object, list[float]] = {"raw": [], 0: [], 2: []}
+    loaders = [(backend, workers) for backend in BACKENDS for workers in (0, 2)]
+    # the runs interleave raw and loaders, so that a change in the machine's load between them hits all alike
+    times: dict[object, list[float]] = {key: [] for key in [*BACKENDS, *loaders]}
     for _ in range(runs):
-        readers = {v: open_video(dm.dataset.recordings[v].video_path, "decord") for v in dm.video_ids["train"]}
-        start = time.perf_counter()
-        for i in order:
-            reader = readers[dm.video_ids["train"][ix.recording[i]]]
-            indices = np.unique(reader.frame_indices(sparse_timestamps(w.start[i], w.end[i], dm.num_frames)))
-            reader._reader.get_batch(indices.tolist()).asnumpy()
-        times["raw"].append(time.perf_counter() - start)
-        for workers in (0, 2):
+        for backend in BACKENDS:  # the readers alone, in this process
+            readers = {v: open_video(dm.dataset.recordings[v].video_path, backend) for v in dm.video_ids["train"]}
+            start = time.perf_counter()
+            for i in order:
+                reader = readers[dm.video_ids["train"][ix.recording[i]]]
+                indices = np.unique(reader.frame_indices(sparse_timestamps(w.start[i], w.end[i], dm.num_frames)))
+                if backend == "decord":  # decord itself, not our reader around it
+                    reader._reader.get_batch(indices.tolist()).asnumpy()
+                else:
+                    reader.frames(indices)
+            times[backend].append(time.perf_counter() - start)
+            for reader in readers.values():
+                reader.close()
+            del readers
+            gc.collect()  # no decoder of this process alive when the loaders fork their workers
+        for backend, workers in loaders:
             dm.num_workers = workers
+            dm.inputs.video_backend = backend
             loader = dm._loader("train", shuffle=True)
             start = time.perf_counter()
             for _ in zip(range(batches), loader):
                 pass
-            times[workers].append(time.perf_counter() - start)
+            times[backend, workers].append(time.perf_counter() - start)
             del loader
-    raw = frames / statistics.median(times["raw"])
-    rows.append(f"raw decord, sequential        {raw:10.0f} frames/s")
-    for workers in (0, 2):
-        fps = frames / statistics.median(times[workers])
-        rows.append(f"DataModule, {workers} workers          {fps:10.0f} frames/s  ({fps / raw:.0%} of raw)")
+            gc.collect()
+    raw = frames / statistics.median(times["decord"])
+    rows.append(f"raw decord (get_batch)            {raw:6.0f} frames/s")
+    pyav = frames / statistics.median(times["pyav"])
+    rows.append(f"our PyAV reader alone             {pyav:6.0f} frames/s  ({pyav / raw:.0%} of raw decord)")
+    for backend, workers in loaders:
+        fps = frames / statistics.median(times[backend, workers])
+        alone = "" if backend == "decord" else f", {fps / pyav:.0%} of the PyAV reader alone"
+        rows.append(f"DataModule, {backend:6s} {workers} workers     {fps:6.0f} frames/s  "
+                    f"({fps / raw:.0%} of raw decord{alone})")
     return rows
 
 
-def train_speed(dm, modalities: str, steps: int, runs: int) -> str:
+def sparse_seeks(width: int, height: int, keyframe_every: int, seconds: float, window: float, k: int,
+                 windows: int, runs: int) -> list[str]:
+    """Decord's get_batch against our PyAV reader on windows of k sparse frames (every frame a seek once the
+    frames lie further apart than the keyframe interval), on an H.264 video of this size written for the run
+    (benchmarks/decode_speed.py's synthetic footage)."""
+    import tempfile
+
+    from decode_speed import FPS, write_synthetic
+
+    from spacewalk.video import open_video, sparse_timestamps
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_synthetic(Path(tmp) / "video.mp4", width, height, seconds, keyframe_every)
+        rng = np.random.default_rng(0)
+        times: dict[str, list[float]] = {b: [] for b in BACKENDS}
+        for _ in range(runs):
+            starts = rng.uniform(0, seconds - window, windows)
+            for backend in BACKENDS:
+                with open_video(path, backend) as reader:
+                    start = time.perf_counter()
+                    for a in starts:
+                        indices = np.unique(reader.frame_indices(sparse_timestamps(a, a + window, k)))
+                        if backend == "decord":
+                            reader._reader.get_batch(indices.tolist()).asnumpy()
+                        else:
+                            reader.frames(indices)
+                    times[backend].append(time.perf_counter() - start)
+        fps = {b: windows * k / statistics.median(t) for b, t in times.items()}
+        rows.append(f"{width}x{height} at {float(FPS):.2f} fps, a keyframe every {keyframe_every} frames at most: "
+                    f"{windows} windows of {window:g} s x {k} frames, median of {runs}")
+        rows.append(f"  raw decord (get_batch) {fps['decord']:7.1f} frames/s")
+        ratio = fps["pyav"] / fps["decord"]
+        rows.append(f"  our PyAV reader        {fps['pyav']:7.1f} frames/s  ({ratio:.2f}x decord)")
+    return rows
+
+
+def train_speed(dm, modalities: str, steps: int, runs: int, precision: str = "fp32") -> str:
+    """`precision`: fp32, or bf16-mixed (the forward under CPU autocast to bfloat16, as Lightning's bf16-mixed)."""
     from models.all_layer import TrainableTowers
     from models.step_recognition import StepRecognitionModule
 
@@ -97,14 +159,16 @@ def train_speed(dm, modalities: str, steps: int, runs: int) -> str:
     for _ in range(runs):
         start = time.perf_counter()
         for batch in batches:
-            loss, _ = module.step_loss(module(batch), batch["label"])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+                loss, _ = module.step_loss(module(batch), batch["label"])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
         times.append(time.perf_counter() - start)
     samples = sum(len(b["label"]) for b in batches)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return (f"train {modalities:5s} tower, batch 16      {samples / statistics.median(times):8.1f} samples/s   "
+    speed = samples / statistics.median(times)
+    return (f"train {modalities:5s} tower, batch 16, {precision:10s} {speed:8.2f} samples/s   "
             f"peak RSS {peak:7.0f} MB (data loading excluded)")
 
 
@@ -114,6 +178,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--text-root", type=Path, default=None)
     parser.add_argument("--text-only", action="store_true", help="only the text tower (needs --text-root)")
+    parser.add_argument("--precision", nargs="+", default=["fp32"], choices=["fp32", "bf16-mixed"],
+                        help="the text tower's training precision(s): bf16-mixed pays only on a CPU with bf16 units "
+                        "(avx512_bf16, amx_bf16)")
+    parser.add_argument("--h264", default=None, help="also time sparse seeks on an H.264 video of this size, "
+                        "e.g. 1280x720 (written for the run, --h264-seconds long)")
+    parser.add_argument("--h264-seconds", type=float, default=120.0)
+    parser.add_argument("--keyframe-every", type=int, nargs="+", default=[60, 250],
+                        help="keyframe intervals (frames) of the --h264 videos")
+    parser.add_argument("--window", type=float, default=60.0, help="window of the --h264 sparse seeks, seconds")
     args = parser.parse_args()
     data = Path(os.environ.get("SPACEWALK_DATA_DIR", "data"))
     torch.manual_seed(0)
@@ -126,9 +199,18 @@ def main() -> None:
         for row in decode(dm, args.batches, args.runs):
             print("  " + row)
         print(train_speed(dm, "video", args.batches, args.runs))
+    if args.h264:
+        width, height = (int(x) for x in args.h264.lower().split("x"))
+        for gop in args.keyframe_every:
+            for row in sparse_seeks(width, height, gop, args.h264_seconds, args.window, 8, 16, args.runs):
+                print(row)
     if args.text_root is not None:
         dm = _datamodule(args.text_root, data / "feature_banks" / "spacewalk18" / "minilm", "text", True, 0)
-        print(train_speed(dm, "text", max(2, args.batches // 4), args.runs))
+        flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+        units = [f for f in ("avx512_bf16", "amx_bf16") if f in flags] or ["none"]
+        print(f"CPU bf16 units: {', '.join(units)}")
+        for precision in args.precision:
+            print(train_speed(dm, "text", max(2, args.batches // 4), args.runs, precision))
 
 
 if __name__ == "__main__":

@@ -27,17 +27,21 @@ FPS = Fraction(30000, 1001)
 SECONDS, HEIGHT, WIDTH = 120, 180, 320
 
 
-def write_synthetic(path: Path) -> Path:
-    # Moving gradients, a moving square and a little noise: compressible like footage, never static.
+def write_synthetic(path: Path, width: int = WIDTH, height: int = HEIGHT, seconds: float = SECONDS,
+                    keyframe_every: int | None = None) -> Path:
+    """Moving gradients, a moving square and a little noise: compressible like footage, never static.
+    `keyframe_every`: the largest keyframe interval in frames (None: x264's default, 250)."""
     rng = np.random.default_rng(0)
-    y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
+    y, x = np.mgrid[0:height, 0:width]
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        if keyframe_every:
+            stream.codec_context.gop_size = int(keyframe_every)
         stream.options = {"preset": "veryfast"}
-        for i in range(round(SECONDS * FPS)):
+        for i in range(round(seconds * FPS)):
             frame = np.stack([(x + 2 * i) % 256, (y + i) % 256, (x + y + 3 * i) % 256], axis=-1)
-            sx, sy = (5 * i) % (WIDTH - 40), (3 * i) % (HEIGHT - 40)
+            sx, sy = (5 * i) % (width - 40), (3 * i) % (height - 40)
             frame[sy:sy + 40, sx:sx + 40] = 255
             frame = (frame + rng.integers(0, 8, frame.shape)).clip(0, 255).astype(np.uint8)
             container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
