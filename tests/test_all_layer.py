@@ -164,8 +164,13 @@ def test_a_clip_model_tower_trains_a_step(root, tmp_path, minilm, family):
                          use_distributed_sampler=False)
     trainer.fit(module, datamodule=dm)
     assert trainer.global_step == 2 and np.isfinite(trainer.callback_metrics["train/loss"].item())
-    moved = [n for n, p in head.video.named_parameters() if not torch.equal(p.detach(), before[n])]
-    assert len(moved) == len(before)  # every parameter of the tower took the steps
+    stayed = {n for n, p in head.video.named_parameters() if torch.equal(p.detach(), before[n])}
+    # every parameter of the tower took the steps, but those whose gradient is zero by construction, which only
+    # float rounding moves (it does on some CPUs, not on others): a key bias adds the same to every logit of a
+    # query, which the softmax ignores; X-CLIP's first message attention reads identical tokens (every frame's
+    # class embedding before any layer), so its query bias shifts every logit alike too
+    zero_by_construction = ("k_proj.bias", "layers.0.message_attn.q_proj.bias")
+    assert {n for n in stayed if not n.endswith(zero_by_construction)} == set()
 
 
 def test_samples_are_deterministic_and_two_processes_share_one_global_batch(root, tmp_path, minilm):
@@ -199,6 +204,18 @@ def test_workers_decode_the_same_batches(root, tmp_path, minilm):
     assert len(serial) == len(parallel)
     for a, b in zip(serial, parallel):
         assert torch.equal(a["frames"], b["frames"]) and torch.equal(a["label"], b["label"])
+
+
+def test_both_backends_decode_the_same_batches(root, tmp_path, minilm):
+    # model=all_layer decodes with PyAV (it seeks faster); decord, the bank's backend, gives the same pixels
+    frames = {}
+    for backend in ("decord", "pyav"):
+        dm = make(root, tmp_path / "bank", "video", minilm, tiny_clip(), batch_size=8, video_backend=backend)
+        dm.trainer = None
+        frames[backend] = [b["frames"] for _, b in zip(range(3), dm._loader("train", shuffle=True))]
+    assert len(frames["pyav"]) == 3
+    for a, b in zip(frames["decord"], frames["pyav"]):
+        assert torch.equal(a, b)
 
 
 def test_resumed_loader_skips_the_finished_batches(root, tmp_path, minilm):
@@ -271,7 +288,7 @@ def test_the_recipe_and_the_paper_settings_compose():
     assert (cfg.model.optimizer._target_, cfg.model.optimizer.lr, cfg.model.optimizer.weight_decay) == \
         ("torch.optim.AdamW", 4e-6, 0.2)
     assert (cfg.datamodule.batch_size, cfg.trainer.max_epochs, cfg.model.warmup_fraction) == (16, 1, 0.1)
-    assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-3, 2e-5)  # chosen (docs/all_layer.md)
+    assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-3, 5e-5)  # chosen on val (docs/all_layer.md)
     # bare, the recipe trains the tiny random video tower (the synthetic demo); the command line overrides both
     bare = compose_train("model=all_layer")
     assert bare.modalities == "video" and bare.encoder.video.random_init and bare.encoder.video.model_cfg
