@@ -59,6 +59,16 @@ def _datamodule(root: Path, bank_dir: Path, modalities: str, real: bool, workers
     return dm
 
 
+def raw_decode(reader, timestamps) -> None:
+    """One window's frames without the DataModule: decord's own get_batch for decord (the baseline, not our reader
+    around it), our reader for PyAV (its seeking is ours)."""
+    indices = np.unique(reader.frame_indices(timestamps))
+    if reader.backend == "decord":
+        reader._reader.get_batch(indices.tolist()).asnumpy()
+    else:
+        reader.frames(indices)
+
+
 def decode(dm, batches: int, runs: int) -> list[str]:
     from spacewalk.video import open_video, sparse_timestamps
 
@@ -76,11 +86,7 @@ def decode(dm, batches: int, runs: int) -> list[str]:
             start = time.perf_counter()
             for i in order:
                 reader = readers[dm.video_ids["train"][ix.recording[i]]]
-                indices = np.unique(reader.frame_indices(sparse_timestamps(w.start[i], w.end[i], dm.num_frames)))
-                if backend == "decord":  # decord itself, not our reader around it
-                    reader._reader.get_batch(indices.tolist()).asnumpy()
-                else:
-                    reader.frames(indices)
+                raw_decode(reader, sparse_timestamps(w.start[i], w.end[i], dm.num_frames))
             times[backend].append(time.perf_counter() - start)
             for reader in readers.values():
                 reader.close()
@@ -130,11 +136,7 @@ def sparse_seeks(width: int, height: int, keyframe_every: int, seconds: float, w
                 with open_video(path, backend) as reader:
                     start = time.perf_counter()
                     for a in starts:
-                        indices = np.unique(reader.frame_indices(sparse_timestamps(a, a + window, k)))
-                        if backend == "decord":
-                            reader._reader.get_batch(indices.tolist()).asnumpy()
-                        else:
-                            reader.frames(indices)
+                        raw_decode(reader, sparse_timestamps(a, a + window, k))
                     times[backend].append(time.perf_counter() - start)
         fps = {b: windows * k / statistics.median(t) for b, t in times.items()}
         rows.append(f"{width}x{height} at {float(FPS):.2f} fps, a keyframe every {keyframe_every} frames at most: "
@@ -205,10 +207,11 @@ def main() -> None:
             for row in sparse_seeks(width, height, gop, args.h264_seconds, args.window, 8, 16, args.runs):
                 print(row)
     if args.text_root is not None:
+        from spacewalk.training.common import cpu_bf16_units
+
         dm = _datamodule(args.text_root, data / "feature_banks" / "spacewalk18" / "minilm", "text", True, 0)
-        flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-        units = [f for f in ("avx512_bf16", "amx_bf16") if f in flags] or ["none"]
-        print(f"CPU bf16 units: {', '.join(units)}")
+        units = cpu_bf16_units()  # what train.py's warning reads
+        print(f"CPU bf16 units: {'unknown' if units is None else ', '.join(units) or 'none'}")
         for precision in args.precision:
             print(train_speed(dm, "text", max(2, args.batches // 4), args.runs, precision))
 

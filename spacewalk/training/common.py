@@ -36,16 +36,23 @@ def build_trainer(cfg: DictConfig, **overrides) -> pl.Trainer:
     return trainer
 
 
+def cpu_bf16_units() -> list[str] | None:
+    """The CPU's bfloat16 units that torch sees (avx512_bf16, amx), [] without any, None if torch cannot tell
+    (its probes are private: None rather than a guess if they go)."""
+    import torch
+
+    probes = {"avx512_bf16": "_is_avx512_bf16_supported", "amx": "_is_amx_tile_supported"}
+    found = {unit: getattr(torch.cpu, name, None) for unit, name in probes.items()}
+    if any(probe is None for probe in found.values()):
+        return None
+    return [unit for unit, probe in found.items() if probe()]
+
+
 def warn_slow_bf16(trainer: pl.Trainer) -> None:
     """bf16 autocast on a CPU without bfloat16 units is emulated: more than 10x slower than float32 for the
     MiniLM tower on an AVX2-only CPU (docs/benchmarks.md). Allowed (the numbers are the same recipe's), but said."""
-    import torch
-
     on_cpu = isinstance(trainer.accelerator, pl.accelerators.CPUAccelerator)
-    if not on_cpu or not str(trainer.precision).startswith("bf16"):
-        return
-    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    if all(probe is not None and not probe() for probe in probes):  # private in torch: silent if they go
+    if on_cpu and str(trainer.precision).startswith("bf16") and cpu_bf16_units() == []:
         log.warning("trainer.precision=%s on a CPU without bfloat16 units (no avx512_bf16 or AMX): autocast emulates "
                     "bfloat16 and runs much slower than 32-bit here (docs/benchmarks.md); drop the precision "
                     "override unless you need this exact setting", trainer.precision)
