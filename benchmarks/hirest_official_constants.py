@@ -1,4 +1,4 @@
-"""Regenerate the "official" HiREST numbers pinned in tests/test_hirest_metrics.py with the authors' own code.
+"""Regenerate the "official" HiREST numbers pinned in tests/hirest/test_hirest_metrics.py with the authors' own code.
 
     git clone https://github.com/j-min/HiREST /path/to/HiREST        # the authors' repository (never fetched here)
     python benchmarks/hirest_official_constants.py --authors-repo /path/to/HiREST [--data ../shared/data/hirest]

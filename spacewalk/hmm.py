@@ -4,7 +4,7 @@ Observations are not evenly spaced in time (Spacewalk-18's samples are balanced 
 dense in short steps and sparse in long ones), so the transition between observation t - 1 and t is one of
 a few matrices, `matrices[index[t - 1]]`, e.g. a continuous-time chain's expm(Q dt) for each distinct gap.
 hmmlearn and pomegranate take one transition matrix for the whole sequence, hence our own code, tested
-against enumerating every path (tests/test_hmm.py).
+against enumerating every path (tests/library/test_hmm.py).
 
 Everything takes several sequences of the same length at once (a leading batch axis N), so the windows of
 every sample of a recording decode in one call. Emissions are log-likelihoods [N, T, S] (any additive

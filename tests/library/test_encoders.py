@@ -330,7 +330,7 @@ def test_auto_device():
 
 # ---------------------------------------------------------------------------------------------- configs
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 @pytest.mark.parametrize("name", ["encoder/minilm", "encoder/clip_vit_b32", "encoder/eva02_clip", "encoder/xclip",
