@@ -22,6 +22,8 @@ setup: $(VENV)/.installed
 demo: setup
 	$(PY) train.py model=lfb_cat context=5min
 
-# The real annotations are read from $(SHARED_DATA) when it exists (tests that need them skip otherwise).
+# The lint first (ruff, rules in pyproject.toml), then the tests; the 15 slowest are listed at the end. The real
+# annotations are read from $(SHARED_DATA) when it exists (tests that need them skip otherwise).
 test: setup
-	SPACEWALK_SHARED_DATA=$(SHARED_DATA) $(PY) -m pytest -q
+	$(PY) -m ruff check .
+	SPACEWALK_SHARED_DATA=$(SHARED_DATA) $(PY) -m pytest -q --durations=15
