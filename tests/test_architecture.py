@@ -106,10 +106,12 @@ def in_package(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def test_the_registry_finds_the_four_benchmarks():
-    assert sorted(discover()) == ["egocross", "egoschema", "hirest", "spacewalk18"]
-    assert sorted(BENCHMARKS) == ["spacewalk.egocross", "spacewalk.egoschema", "spacewalk.hirest",
-                                  "spacewalk.spacewalk18"]
+def test_the_registry_finds_the_benchmarks():
+    # exactly the packages holding a registration module (found here by glob, there by pkgutil): today the
+    # four; a fifth's package is found with no edit here
+    on_disk = sorted(p.parent.name for p in (REPO / "spacewalk").glob("*/benchmark.py"))
+    assert sorted(discover()) == on_disk
+    assert {"egocross", "egoschema", "hirest", "spacewalk18"} <= set(on_disk)
     assert all(p in MODULES for p in BENCHMARKS)
 
 
