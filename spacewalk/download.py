@@ -3,16 +3,12 @@
     python -m spacewalk.download BENCHMARK --root DIR [--videos] [--features] [--source COPY]
     python -m spacewalk.download spacewalk18 --root data/spacewalk18            # annotations (~40 MB)
     python -m spacewalk.download spacewalk18 --root data/spacewalk18 --videos   # + 18 recordings via yt-dlp
-    python -m spacewalk.download spacewalk18 --root DIR --source /path/to/a/local/copy
-    python -m spacewalk.download hirest --root data/hirest [--features] [--videos]
-    python -m spacewalk.download egoschema --root data/egoschema    # questions, subset answers, Ego4D windows
-    python -m spacewalk.download egocross --root data/egocross      # the testbed JSON (no frames, no answers)
 
 Each benchmark declares its release in its package (spacewalk/<name>/benchmark.py, found by
-spacewalk.benchmarks): every file's URL pinned to a commit, its sha256, its videos or why none can be
-fetched here, its released features (`--features`), and how the result is validated. EgoSchema's videos
-(Google Drive) and EgoCross's frames and answers (the authors' gated release) need the user's own access:
-docs/egoschema_egocross.md says how to get them and where to put them.
+spacewalk.benchmarks; its docstring shows its own commands): every file's URL pinned to a commit with its
+sha256, its videos (or why no command here can fetch them, and where the user gets them), its released
+features (`--features`), and how the result is validated. `--source` is a local copy or mirror in the
+release layout to fetch the same files from.
 
 Files already present are kept (re-running resumes an interrupted download); each file is written to a
 temporary name, checked against its sha256, and renamed, so nothing half-written or changed ever carries a
@@ -128,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", help="a URL or local folder in the release layout to fetch from instead")
     parser.add_argument("--videos", action="store_true", help="also download the videos with yt-dlp")
     parser.add_argument("--features", action="store_true",
-                        help="also the authors' released features (HiREST's)")
+                        help="also the authors' released features, where the benchmark has them")
     args = parser.parse_args(argv)
     benchmark = benchmarks[args.benchmark]
     release = benchmark.release
