@@ -1,6 +1,7 @@
 """The layering of docs/architecture.md, checked on the source: the library imports neither Lightning nor
-Hydra, nothing imports in a circle, data modules never import models, and the library never imports the
-training layer, the models or the data modules."""
+Hydra, nothing imports in a circle, data modules never import models, the library never imports the
+training layer, the models or the data modules, and the benchmark packages (as the registry finds them)
+never import each other nor are imported by the shared modules."""
 
 from __future__ import annotations
 
