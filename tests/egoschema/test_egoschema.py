@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from spacewalk import download
+from spacewalk.benchmarks import find
 from spacewalk.egoschema import prompts, scoring
 from spacewalk.egoschema.dataset import EgoSchema, read_answers, read_questions, read_uid_map
 from spacewalk.egoschema.synthetic import COLOURS, HIDDEN_ANSWERS_FILE, Options, ensure_egoschema, generate_egoschema
@@ -278,7 +279,7 @@ def test_download_from_a_local_copy(real_egoschema_dir, tmp_path, capsys):
     root = tmp_path / "root"
     assert download.main(["egoschema", "--root", str(root), "--source", str(source)]) == 0
     assert "egoschema ready" in capsys.readouterr().out
-    for name in download.RELEASES["egoschema"].files:
+    for name in (f.path for f in find("egoschema").release.files):
         assert (root / name).read_bytes() == (source / name).read_bytes()
     assert download.main(["egoschema", "--root", str(root), "--source", str(source), "--videos"]) == 2
     assert "docs/egoschema_egocross.md" in capsys.readouterr().err

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
 
 import pytest
 
-from spacewalk import download
-
-from spacewalk import samples
+from spacewalk import download, samples
+from spacewalk.benchmarks import find
 
 
 def test_samples_cli_reproduces_the_official_file(real_spacewalk18_root, tmp_path):
@@ -40,17 +40,32 @@ def test_download_from_a_local_copy(real_spacewalk18_root, tmp_path):
                              "--source", str(real_spacewalk18_root)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "ready" in result.stdout
-    for rel in download.RELEASES["spacewalk18"].files + download.RELEASES["spacewalk18"].historical_files:
+    files = find("spacewalk18").release.files
+    assert len(files) == 27 and all(f.sha256 for f in files)  # each checked against the pinned release
+    for rel in (f.path for f in files):
         assert (root / rel).read_bytes() == (real_spacewalk18_root / rel).read_bytes(), rel
     # a second run resumes: nothing is fetched again
-    assert download.download_annotations("spacewalk18", root, str(real_spacewalk18_root)) == []
+    assert download.download_annotations(find("spacewalk18"), root, str(real_spacewalk18_root)) == []
 
 
-def test_download_reports_a_missing_source_file(tiny_root, tmp_path, capsys):
-    assert download.main(["spacewalk18", "--root", str(tmp_path / "x"), "--source", str(tiny_root)]) == 2
+def test_download_reports_a_missing_source_file(real_spacewalk18_root, tmp_path, capsys):
+    source = tmp_path / "copy"
+    shutil.copytree(real_spacewalk18_root, source)
+    (source / "tasks/question_answering/test.json").unlink()
+    assert download.main(["spacewalk18", "--root", str(tmp_path / "x"), "--source", str(source)]) == 2
     err = capsys.readouterr().err
     assert "file not found in the source" in err and "question_answering/test.json" in err
     assert not list((tmp_path / "x").rglob("*.tmp"))  # nothing half-written left behind
+
+
+def test_download_refuses_a_file_that_is_not_the_pinned_one(tiny_root, tmp_path, capsys):
+    # the tiny root's annotation.json is not the release's: named with both hashes, and never given its name
+    assert download.main(["spacewalk18", "--root", str(tmp_path / "x"), "--source", str(tiny_root)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tiny_root}/data/annotation.json" in err and "sha256" in err
+    assert "9524b249f58fb7e4b6a55b3ebdf818b4b9ebee7fa8fd5ecffdc641ca85939516" in err  # the pinned one
+    assert not (tmp_path / "x/data/annotation.json").exists()
+    assert not list((tmp_path / "x").rglob("*.tmp"))
 
 
 def test_download_videos_uses_ytdlp_and_renames(tmp_path, monkeypatch):
@@ -61,25 +76,26 @@ def test_download_videos_uses_ytdlp_and_renames(tmp_path, monkeypatch):
                     f"done\necho \"$1\" >> {tmp_path}/calls\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    written = download.download_videos("spacewalk18", tmp_path / "root", ids=["02282021", "06092023"])
+    urls = find("spacewalk18").release.videos(tmp_path / "root")
+    written = download.download_videos(find("spacewalk18"), tmp_path / "root", ids=["02282021", "06092023"])
     assert [p.name for p in written] == ["02282021.mp4", "06092023.mp4"]
     assert (tmp_path / "root/data/videos/02282021.mp4").read_text() == "video\n"
-    assert (tmp_path / "calls").read_text().split() == [download.RELEASES["spacewalk18"].videos["02282021"],
-                                                       download.RELEASES["spacewalk18"].videos["06092023"]]
+    assert (tmp_path / "calls").read_text().split() == [urls["02282021"], urls["06092023"]]
+    assert urls["02282021"] == "https://www.youtube.com/watch?v=gcv6beMn750"
     assert sorted(p.name for p in (tmp_path / "root/data/videos").iterdir()) == ["02282021.mp4", "06092023.mp4"]
 
 
 def test_download_videos_needs_ytdlp(tmp_path):
     with pytest.raises(RuntimeError, match="pip install yt-dlp"):
-        download.download_videos("spacewalk18", tmp_path, ytdlp="no-such-yt-dlp-here")
+        download.download_videos(find("spacewalk18"), tmp_path, ytdlp="no-such-yt-dlp-here")
 
 
 def test_download_hirest_from_a_local_copy(real_hirest_root, tmp_path):
     root = tmp_path / "hirest"
     assert download.main(["hirest", "--root", str(root), "--source", str(real_hirest_root)]) == 0
-    for rel in download.RELEASES["hirest"].files:
+    for rel in (f.path for f in find("hirest").release.files):
         assert (root / rel).read_bytes() == (real_hirest_root / rel).read_bytes(), rel
-    urls = download.hirest_videos(root)
+    urls = find("hirest").release.videos(root)
     assert len(urls) == 6266 and urls["5V3dI2zp1xA.mp4"] == "https://www.youtube.com/watch?v=5V3dI2zp1xA"
 
 
@@ -90,10 +106,10 @@ def test_download_hirest_features_unpacks_whole_folders(tmp_path, monkeypatch):
     archive = tmp_path / "ASR.zip"
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("ASR/abc.srt", "1\n00:00:00,000 --> 00:00:01,000\nhi\n")
-    release = dataclasses.replace(download.RELEASES["hirest"], features=(str(archive),))
-    monkeypatch.setitem(download.RELEASES, "hirest", release)
+    hirest = find("hirest")
+    hirest = dataclasses.replace(hirest, release=dataclasses.replace(hirest.release, features=(str(archive),)))
     root = tmp_path / "root"
-    assert download.download_features("hirest", root) == [root / "data/ASR"]
+    assert download.download_features(hirest, root) == [root / "data/ASR"]
     assert (root / "data/ASR/abc.srt").read_text().endswith("hi\n")
     assert sorted(p.name for p in (root / "data").iterdir()) == ["ASR"]  # no archive or staging left
-    assert download.download_features("hirest", root) == []  # resumes: an unpacked folder is kept
+    assert download.download_features(hirest, root) == []  # resumes: an unpacked folder is kept

@@ -203,3 +203,31 @@ def test_hirest_real_root(real_hirest_root, tmp_path, capsys):
                                                                     "0.7": 82.03114015614014}
 
 
+
+
+def test_hirest_missing_scorer_exits_1(tmp_path, capsys, monkeypatch):
+    # a scorer the captioning metrics need (Java, pycocoevalcap) is not the user's files: exit 1, its message
+    from spacewalk.hirest import scoring
+    from spacewalk.hirest.captioning_scores import ScorerUnavailable
+
+    def unavailable(*args, **kwargs):
+        raise ScorerUnavailable("java is not on PATH")
+
+    monkeypatch.setattr(scoring, "score_step_captioning", unavailable)
+    paths = write_tiny_hirest(tmp_path)
+    assert main(["hirest", "--task", "step_captioning", "--gt", str(paths["steps"]), "--categories",
+                 str(paths["categories"]), "--predictions", str(tmp_path / "pred.json")]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "error: java is not on PATH\n" and captured.out == ""
+
+
+def test_each_benchmark_has_its_own_arguments(tiny_root, capsys):
+    # a subcommand accepts its benchmark's options only: another benchmark's is an argument error (exit 2)
+    with pytest.raises(SystemExit) as info:
+        main(["spacewalk18", "--root", str(tiny_root), "--predictions", "x.json", "--gt", "gt.json"])
+    assert info.value.code == 2 and "--gt" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in ("spacewalk18", "hirest", "egoschema", "egocross"))
