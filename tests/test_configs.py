@@ -160,7 +160,7 @@ def test_feature_bank_folders_follow_the_encoders_a_run_reads():
         HydraConfig.instance().set_config(cfg)
         assert cfg.datamodule.bank_dir == f"D/feature_banks/synthetic/{folder}", overrides
     cfg = compose_train("paths.data_dir=D", "text_encoder=mpnet")
-    assert cfg.encoder.text._target_ == "spacewalk.encoders.mpnet_text_encoder"
+    assert cfg.encoder.text._target_ == "spacewalk.encoders.sentence.mpnet_text_encoder"
     assert cfg.encoder.text.cache_dir == "D/models" and cfg.encoder.text.max_length == 384
 
 
