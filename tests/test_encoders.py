@@ -333,7 +333,7 @@ def test_auto_device():
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
-@pytest.mark.parametrize("name", ["encoder/minilm", "encoder/clip_vit_b32", "encoder/eva02_clip", "encoder/xclip",
+@pytest.mark.parametrize("name", ["encoder/text_only", "encoder/clip_vit_b32", "encoder/eva02_clip", "encoder/xclip",
                                   "encoder/videomae", "encoder/thumbnail", "text_encoder/minilm"])
 def test_encoder_configs_name_real_parameters(name, monkeypatch):
     import inspect
@@ -349,7 +349,7 @@ def test_encoder_configs_name_real_parameters(name, monkeypatch):
         cfg = {"video": None, "text": cfg}
     else:
         assert set(cfg) == {"video"}  # the text side is the text_encoder group's
-        assert (cfg["video"] is None) == (name == "encoder/minilm")
+        assert (cfg["video"] is None) == (name == "encoder/text_only")
         cfg["text"] = None
     for part in filter(None, (cfg["video"], cfg["text"])):
         params = inspect.signature(get_method(part["_target_"])).parameters
