@@ -89,15 +89,6 @@ def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
         yield items[start:start + size]
 
 
-def answer_items(task: MultipleChoiceTask, backend: Backend, items: Sequence[MultipleChoiceItem],
-                 chunk_size: int = 8) -> list[Record]:
-    """Records for `items` without touching the disk (tests, notebooks)."""
-    records = []
-    for chunk in _chunks(items, chunk_size):
-        records.extend(_answer_chunk(task, backend, chunk)[0])
-    return records
-
-
 def _answer_chunk(task: MultipleChoiceTask, backend: Backend, chunk: Sequence[MultipleChoiceItem]
                   ) -> tuple[list[Record], list[list[str]]]:
     """The chunk's records (prompt texts in full) and each prompt's audit parts."""

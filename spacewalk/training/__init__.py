@@ -43,11 +43,17 @@ def text_bank_suffix(text_encoder: str | None) -> str:
 OmegaConf.register_new_resolver("text_bank_suffix", text_bank_suffix, replace=True)
 
 
+# The folder of the banks a text-only run reads: named after MiniLM, the text encoder they were first built with
+# (any other adds its suffix), and kept so that the text banks built before encoder=text_only existed are reused.
+TEXT_ONLY_BANK_FOLDER = "minilm"
+
+
 def bank_folder(encoder: str | None, text_encoder: str | None, modalities: str) -> str:
-    """A feature bank's folder under feature_banks/<data>/: the encoder's name plus the text encoder's suffix. A
-    text-only run reads no video feature, so every encoder choice shares encoder=minilm's text bank (the same
-    MiniLM features, built once: `model=all_layer` picks a video encoder that `modalities=text` does not use)."""
-    return ("minilm" if modalities == "text" else str(encoder)) + text_bank_suffix(text_encoder)
+    """A feature bank's folder under feature_banks/<data>/: the video encoder's name (its encoder= choice) plus the
+    text encoder's suffix. A text-only run reads no video feature, so whatever `encoder=` says (encoder=text_only,
+    or the video encoder `model=all_layer` picks and `modalities=text` does not use) it reads the one text bank,
+    TEXT_ONLY_BANK_FOLDER: the same MiniLM features, built once."""
+    return (TEXT_ONLY_BANK_FOLDER if modalities == "text" else str(encoder)) + text_bank_suffix(text_encoder)
 
 
 OmegaConf.register_new_resolver("bank_folder", bank_folder, replace=True)

@@ -15,7 +15,9 @@ from spacewalk.hirest.synthetic import (
     ASR_DIR, RECORD_FILE, VAL_TESTING_SPLIT_FILE, VIDEO_DIR, HiRESTOptions, ensure_hirest, generate_hirest,
     parse_srt, plan_hirest, srt_text,
 )
-from spacewalk.video import decode_window, open_video
+from spacewalk.video import open_video
+
+from window_decoding import decode_window
 
 # small enough to generate in about a second, big enough for every kind of video and annotation quirk
 TINY = HiRESTOptions(seed=3, n_train=4, n_val=2, n_test=2, videos_per_query=(1, 3), n_distractors=3,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import unavailable
+from conftest import TINY_CLIP, tiny_clip, tiny_clip_tokenizer, tiny_videomae, tiny_xclip, unavailable
 import torch
 
 from spacewalk import encoders
@@ -148,26 +148,17 @@ def test_mpnet_is_the_real_model_offline(mpnet):
 
 # ------------------------------------------------------------------------------------------- open_clip
 
-TINY_CLIP = dict(embed_dim=16,
-                 vision_cfg=dict(image_size=32, layers=1, width=32, head_width=16, patch_size=16),
-                 text_cfg=dict(context_length=16, vocab_size=49408, width=16, heads=2, layers=1))
-
-
-def tiny_clip(**overrides) -> encoders.OpenClipVideoEncoder:
-    torch.manual_seed(0)
-    return encoders.open_clip_video_encoder("ViT-B-32", random_init=True, batch_size=5,
-                                            model_cfg={**TINY_CLIP, **overrides})
-
-
 def test_open_clip_needs_weights_or_an_explicit_random_init():
     with pytest.raises(ValueError, match="random_init"):
         encoders.open_clip_video_encoder("ViT-B-32", model_cfg=TINY_CLIP)
 
 
 def test_open_clip_video_side():
-    enc = tiny_clip()
+    enc = tiny_clip(batch_size=5)
     assert isinstance(enc, VideoEncoder)
-    assert enc.dim == 16 and enc.num_frames == 8
+    assert enc.dim == 16 and enc.num_frames == 4
+    # callers sample 8 frames per clip from an image model unless told otherwise
+    assert encoders.open_clip_video_encoder("ViT-B-32", random_init=True, model_cfg=TINY_CLIP).num_frames == 8
     clips = [rng_clip(0, 1, 24, 40), rng_clip(1, 7, 64, 48), rng_clip(2, 3, 32, 32)]
     x = enc.encode(clips)
     assert_unit_rows(x, 3, 16)
@@ -216,32 +207,8 @@ def test_open_clip_identity_names_the_config():
 
 # ----------------------------------------------------------------------------------------------- X-CLIP
 
-def tiny_clip_tokenizer():
-    from transformers import CLIPTokenizer
-
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for c in "abcdefghijklmnopqrstuvwxyz":
-        vocab[c] = len(vocab)
-        vocab[c + "</w>"] = len(vocab)
-    return CLIPTokenizer(vocab=vocab, merges=[])
-
-
-def tiny_xclip(projection_dim: int = 16) -> encoders.HFVideoEncoder:
-    from transformers import XCLIPConfig
-
-    torch.manual_seed(0)
-    config = XCLIPConfig(
-        text_config=dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, max_position_embeddings=24),
-        vision_config=dict(image_size=32, patch_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                           num_attention_heads=2, num_frames=4, mit_hidden_size=projection_dim,
-                           mit_intermediate_size=32, mit_num_hidden_layers=1, mit_num_attention_heads=2),
-        projection_dim=projection_dim, prompt_layers=1, prompt_num_attention_heads=2)
-    return encoders.xclip_video_encoder(config=config, tokenizer=tiny_clip_tokenizer(), batch_size=2)
-
-
 def test_xclip_video_and_text():
-    enc = tiny_xclip()
+    enc = tiny_xclip(batch_size=2)
     assert isinstance(enc, VideoEncoder)
     assert enc.dim == 16 and enc.num_frames == 4
     clips = [rng_clip(0, 1, 24, 40), rng_clip(1, 9, 48, 36), rng_clip(2, 4, 32, 32)]
@@ -272,17 +239,8 @@ def test_xclip_loads_a_saved_folder(tmp_path):
 
 # --------------------------------------------------------------------------------------------- VideoMAE
 
-def tiny_videomae(hidden_size: int = 32) -> encoders.HFVideoEncoder:
-    from transformers import VideoMAEConfig
-
-    torch.manual_seed(0)
-    config = VideoMAEConfig(image_size=32, patch_size=16, num_frames=4, tubelet_size=2, hidden_size=hidden_size,
-                            intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
-    return encoders.videomae_video_encoder(config=config, batch_size=2)
-
-
 def test_videomae_video_only():
-    enc = tiny_videomae()
+    enc = tiny_videomae(hidden_size=32, batch_size=2)
     assert isinstance(enc, VideoEncoder)
     assert enc.dim == 32 and enc.num_frames == 4 and enc.text_encoder() is None
     clips = [rng_clip(0, 2, 20, 30), rng_clip(1, 17, 40, 40), rng_clip(2, 4, 32, 64)]
@@ -333,7 +291,7 @@ def test_auto_device():
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
-@pytest.mark.parametrize("name", ["encoder/minilm", "encoder/clip_vit_b32", "encoder/eva02_clip", "encoder/xclip",
+@pytest.mark.parametrize("name", ["encoder/text_only", "encoder/clip_vit_b32", "encoder/eva02_clip", "encoder/xclip",
                                   "encoder/videomae", "encoder/thumbnail", "text_encoder/minilm"])
 def test_encoder_configs_name_real_parameters(name, monkeypatch):
     import inspect
@@ -349,7 +307,7 @@ def test_encoder_configs_name_real_parameters(name, monkeypatch):
         cfg = {"video": None, "text": cfg}
     else:
         assert set(cfg) == {"video"}  # the text side is the text_encoder group's
-        assert (cfg["video"] is None) == (name == "encoder/minilm")
+        assert (cfg["video"] is None) == (name == "encoder/text_only")
         cfg["text"] = None
     for part in filter(None, (cfg["video"], cfg["text"])):
         params = inspect.signature(get_method(part["_target_"])).parameters

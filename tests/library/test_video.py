@@ -11,8 +11,10 @@ import pytest
 
 from spacewalk import video
 from spacewalk.errors import DataError
-from spacewalk.video import (Clip, GridSegment, VideoReader, decode_window, dense_timestamps, open_video,
-                             segment_timestamps, sparse_timestamps)
+from spacewalk.video import (GridSegment, VideoReader, dense_timestamps, open_video, segment_timestamps,
+                             sparse_timestamps)
+
+from window_decoding import Clip, decode_window
 
 BACKENDS = ["decord", "pyav"]
 H, W = 24, 40  # W is not a multiple of 32, so row padding in the decoders would show

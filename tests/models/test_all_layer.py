@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_clip
+from conftest import tiny_clip, tiny_videomae, tiny_xclip
 from datamodules.encoder_inputs import EncoderInputsDataModule
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.all_layer import AllLayerModule, TrainableTowers, freeze_first_blocks
@@ -31,30 +31,6 @@ def root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def minilm():
     return encoders.minilm_text_encoder(device="cpu")
-
-
-def tiny_xclip(layers: int = 1):
-    # a random X-CLIP (transformers), 4 frames per clip; its text side is not used here
-    from transformers import XCLIPConfig
-
-    torch.manual_seed(0)
-    config = XCLIPConfig(
-        text_config=dict(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, max_position_embeddings=24),
-        vision_config=dict(image_size=32, patch_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=layers,
-                           num_attention_heads=2, num_frames=4, mit_hidden_size=16, mit_intermediate_size=32,
-                           mit_num_hidden_layers=1, mit_num_attention_heads=2),
-        projection_dim=16, prompt_layers=1, prompt_num_attention_heads=2)
-    return encoders.xclip_video_encoder(config=config, batch_size=8)
-
-
-def tiny_videomae(layers: int = 1):
-    from transformers import VideoMAEConfig
-
-    torch.manual_seed(0)
-    config = VideoMAEConfig(image_size=32, patch_size=16, num_frames=4, tubelet_size=2, hidden_size=16,
-                            intermediate_size=32, num_hidden_layers=layers, num_attention_heads=2)
-    return encoders.videomae_video_encoder(config=config, batch_size=8)
 
 
 VIDEO_TOWERS = {"open_clip": tiny_clip, "xclip": tiny_xclip, "videomae": tiny_videomae}

@@ -10,29 +10,20 @@ import torch.nn.functional as F
 
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.videomae_mlp import CaptionRegressionModule, VideoToCaptionMLP
-from spacewalk import encoders
 from spacewalk.spacewalk18.dataset import Spacewalk18
 from spacewalk.spacewalk18.synthetic import ensure_dataset
 
+from conftest import tiny_videomae
 from fakes import FakeText
 
 SYNTHETIC = dict(n_train=2, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)
 
 
-def tiny_videomae():
-    from transformers import VideoMAEConfig
-
-    torch.manual_seed(0)
-    config = VideoMAEConfig(image_size=32, patch_size=16, num_frames=4, tubelet_size=2, hidden_size=32,
-                            intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
-    return encoders.videomae_video_encoder(config=config, batch_size=8)
-
-
 def test_the_mlp_regresses_onto_captions_and_predicts_the_nearest(tmp_path):
     root = ensure_dataset(tmp_path / "sw18", seed=0, **SYNTHETIC)
     dm = StepRecognitionDataModule(Spacewalk18(root), tmp_path / "bank", text_encoder=FakeText(dim=8),
-                                   video_encoder=tiny_videomae(),
+                                   video_encoder=tiny_videomae(hidden_size=32),
                                    bank_config=dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav"),
                                    context_seconds=60.0, modalities="video+text", batch_size=32, cells=False)
     dm.setup()

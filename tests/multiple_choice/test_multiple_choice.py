@@ -215,12 +215,18 @@ def test_a_run_directory_of_other_settings_is_refused(tmp_path):
         runner.run(ToyTask(4), ScriptedBackend(), tmp_path, identity={"model": {"seed": 2}}, progress=False)
 
 
+def answer_items(task, backend, items, chunk_size: int) -> list:
+    """The records of `items`, `chunk_size` at a time, from the runner's answering step alone (no run directory)."""
+    return [record for start in range(0, len(items), chunk_size)
+            for record in runner._answer_chunk(task, backend, items[start:start + chunk_size])[0]]
+
+
 def test_random_backend_is_near_chance_and_reproducible():
     task = ToyTask(4000)
-    records = runner.answer_items(task, RandomBackend(seed=0), task.items(), chunk_size=64)
+    records = answer_items(task, RandomBackend(seed=0), task.items(), chunk_size=64)
     accuracy = np.mean([r.correct for r in records])
     assert abs(accuracy - 0.25) < 0.03
-    again = runner.answer_items(task, RandomBackend(seed=0), task.items()[:10], chunk_size=3)
+    again = answer_items(task, RandomBackend(seed=0), task.items()[:10], chunk_size=3)
     assert [r.choice for r in again] == [r.choice for r in records[:10]]
 
 

@@ -12,10 +12,11 @@ from spacewalk.errors import DataError
 from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, num_cells
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
 from spacewalk.spacewalk18.synthetic import ensure_dataset
-from spacewalk.video import decode_window, dense_timestamps, segment_timestamps
+from spacewalk.video import dense_timestamps, segment_timestamps
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
 
 from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector
+from window_decoding import decode_window
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)

@@ -149,8 +149,9 @@ def test_feature_bank_folders_follow_the_encoders_a_run_reads():
                               (("text_encoder=mpnet",), "feature_banks/synthetic/minilm+mpnet")):
         cfg = compose_train("paths.data_dir=D", *overrides)
         HydraConfig.instance().set_config(cfg)
+        assert cfg.hydra.runtime.choices.encoder == "text_only"  # the default: no video encoder
         assert cfg.datamodule.bank_dir == f"D/{folder}"  # MiniLM's banks keep their folders
-    # a text-only run reads encoder=minilm's bank whatever the encoder; video runs read their encoder's
+    # a text-only run reads the text bank whatever the encoder; video runs read their encoder's
     for overrides, folder in ((("model=all_layer",), "tiny_clip"), (("model=all_layer", "modalities=text"), "minilm"),
                               (("encoder=tiny_clip",), "minilm"), (("encoder=tiny_clip", "modalities=video+text",
                                                                     "text_encoder=mpnet"), "tiny_clip+mpnet"),
@@ -160,7 +161,7 @@ def test_feature_bank_folders_follow_the_encoders_a_run_reads():
         HydraConfig.instance().set_config(cfg)
         assert cfg.datamodule.bank_dir == f"D/feature_banks/synthetic/{folder}", overrides
     cfg = compose_train("paths.data_dir=D", "text_encoder=mpnet")
-    assert cfg.encoder.text._target_ == "spacewalk.encoders.mpnet_text_encoder"
+    assert cfg.encoder.text._target_ == "spacewalk.encoders.sentence.mpnet_text_encoder"
     assert cfg.encoder.text.cache_dir == "D/models" and cfg.encoder.text.max_length == 384
 
 
