@@ -4,7 +4,7 @@ Each `conf/data/<benchmark>.yaml` holds the same four keys, read by its opener t
 
     root: null              # the release, in its official layout; null: the synthetic miniature below
     synthetic_root: ...     # where the synthetic one is written on first use (its generator's record
-                            # file says which options made it; other options regenerate it in place)
+                            # file there says which seed and options made it)
     seed: 0                 # the generator's seed
     synthetic: {}           # the generator's other options, e.g. +data.synthetic.n_train=4
 
