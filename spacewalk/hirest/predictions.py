@@ -58,7 +58,14 @@ def official(outputs: Mapping[str, dict]) -> dict[str, dict]:
     }
 
 
+def write_task_predictions(out_dir: str | Path, task: str, predictions: Mapping) -> Path:
+    """One task's official prediction file (`PREDICTION_FILES`), written atomically: the one writer of these
+    files, for the joint model and the task-specific baselines."""
+    if task not in PREDICTION_FILES:
+        raise ValueError(f"unknown HiREST task {task!r}; one of {TASKS}")
+    return write_json(Path(out_dir) / PREDICTION_FILES[task], predictions)
+
+
 def write_predictions(out_dir: str | Path, predictions: Mapping[str, dict]) -> dict[str, Path]:
     """The official prediction files of the tasks that have predictions, written atomically."""
-    return {task: write_json(Path(out_dir) / PREDICTION_FILES[task], predictions[task])
-            for task in TASKS if predictions.get(task)}
+    return {task: write_task_predictions(out_dir, task, predictions[task]) for task in TASKS if predictions.get(task)}
