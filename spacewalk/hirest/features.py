@@ -291,7 +291,6 @@ def released_features(data_dir: str | Path, query_features: str | Path | None = 
                           query_features=query_features, query_encoder=query_encoder)
 
 
-
 def prepare_features(dataset, source: str = "extract", out_dir: str | Path | None = None,
                      videos_dir: str | Path | None = None, asr_dir: str | Path | None = None,
                      released_dir: str | Path | None = None, query_features: str | Path | None = None,

@@ -52,7 +52,6 @@ def _record(opts: HiRESTOptions) -> dict:
             "options": json.loads(json.dumps(dataclasses.asdict(opts)))}
 
 
-
 def generate_hirest(root: str | Path, options: HiRESTOptions | Mapping[str, Any] | None = None, *,
                     overwrite: bool = False, progress: bool = True) -> Path:
     """Write a synthetic HiREST in the official layout to `root`; the same options give the same bytes."""

@@ -133,6 +133,7 @@ def plan_shots(plan: VideoPlan, rng: np.random.Generator, opts: HiRESTOptions | 
         head(0.0)
         if plan.shown[0].start > 12 and rng.random() < 0.5:  # a cut to a closer shot while talking
             head(float(rng.integers(4, plan.shown[0].start - 3)))
+
     def pan() -> tuple[float, float]:
         return tuple(float(x) for x in edit.uniform(-opts.camera_motion, opts.camera_motion, 2))
 
