@@ -41,10 +41,9 @@ BACKENDS = ("decord", "pyav")
 def _datamodule(root: Path, bank_dir: Path, modalities: str, real: bool, workers: int):
     from datamodules.encoder_inputs import EncoderInputsDataModule
     from spacewalk import encoders
-    from spacewalk.spacewalk18.dataset import Spacewalk18
-    from spacewalk.spacewalk18.synthetic import synthetic_spacewalk18
+    from spacewalk.spacewalk18.open import open_spacewalk18
 
-    dataset = Spacewalk18(root) if real else synthetic_spacewalk18(root)
+    dataset = open_spacewalk18(root) if real else open_spacewalk18(synthetic_root=root)
     text = encoders.minilm_text_encoder(device="cpu")
     video = None
     if "video" in modalities:

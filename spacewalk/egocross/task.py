@@ -14,9 +14,11 @@ from typing import Any, Callable, Mapping, Sequence
 from spacewalk.egocross import closeqa, openqa
 from spacewalk.egocross.dataset import EgoCross, Question
 from spacewalk.egocross.scoring import grouped_accuracy
+from spacewalk.egocross.synthetic import ANSWERS_FILE, ensure_egocross
 from spacewalk.io import write_json
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Record
+from spacewalk.release_or_synthetic import dataset_root
 
 PREDICTIONS_FILE = "egocross_closeqa_replies.json"
 OPENQA_REPLIES_FILE = "egocross_openqa_replies.json"
@@ -180,23 +182,22 @@ class EgoCrossOpenQATask:
         write_json(Path(out_dir) / OPENQA_JUDGEMENTS_FILE, judgements_json([item.id for item in answered], judged))
 
 
-def open_egocross(data: str | Path | None = None, frames_root: str | Path | None = None,
-                  answers: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
-                  limit: int | None = None, options: dict | None = None, qa: str = "closeqa",
+def open_egocross(root: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
+                  synthetic: Mapping[str, Any] | None = None, frames_root: str | Path | None = None,
+                  answers: str | Path | None = None, limit: int | None = None, qa: str = "closeqa",
                   judge=None, check_frames: bool = True) -> EgoCrossCloseQATask | EgoCrossOpenQATask:
-    """`data=egocross`: the testbed at `data` (file or root) with its frames and answers; with data null,
-    the synthetic EgoCross at `synthetic_root`, written on first use (answers included). `qa`: closeqa
-    or openqa (with `judge`, a backend whose `generate` scores the replies the substring rule leaves open).
-    `check_frames`: fail at once, naming the question, when a listed frame is missing (false: text-only)."""
+    """`data=egocross`: the testbed at `root` (a root holding datasets/egocross_testbed_imgs.json, or that
+    file) with its frames and answers; with root null, the synthetic EgoCross at `synthetic_root`, written on
+    first use, answers included (`synthetic`: spacewalk/egocross/synthetic.py Options fields; the keys every
+    data config shares, spacewalk/release_or_synthetic.py). `qa`: closeqa or openqa (with `judge`, a backend
+    whose `generate` scores the replies the substring rule leaves open). `check_frames`: fail at once,
+    naming the question, when a listed frame is missing (false: text-only)."""
     if qa not in ("closeqa", "openqa"):
         raise ValueError(f"EgoCross qa must be closeqa or openqa, got {qa!r}")
-    if data is None:
-        if synthetic_root is None:
-            raise ValueError("data.data (the EgoCross testbed JSON or root) or data.synthetic_root is required")
-        from spacewalk.egocross.synthetic import ANSWERS_FILE, ensure_egocross
-
-        data = ensure_egocross(synthetic_root, seed=seed, **(options or {}))
-        answers = answers if answers is not None else data / ANSWERS_FILE
+    synthetic_set = root is None
+    data = dataset_root(root, synthetic_root, seed, synthetic, ensure_egocross, "EgoCross")
+    if synthetic_set and answers is None:  # the generator writes the answers beside the testbed
+        answers = data / ANSWERS_FILE
     dataset = EgoCross(data, frames_root=frames_root, answers=answers)
     if check_frames:
         dataset.check_frames()

@@ -10,12 +10,14 @@ backends that score options against the video instead of generating.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from spacewalk.egoschema import prompts, scoring
 from spacewalk.egoschema.dataset import EgoSchema
+from spacewalk.egoschema.synthetic import ensure_egoschema
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Record
+from spacewalk.release_or_synthetic import dataset_root
 
 SPLITS = ("subset", "full")
 SUBMISSION_JSON = "submission.json"
@@ -69,18 +71,14 @@ class EgoSchemaTask:
         scoring.write_submission_csv(Path(out_dir) / SUBMISSION_CSV, answers)
 
 
-def open_egoschema(root: str | Path | None = None, synthetic_root: str | Path | None = None, split: str = "subset",
-                   seed: int = 0, limit: int | None = None, videos: str | Path | None = None,
-                   options: dict | None = None, check_videos: bool = True) -> EgoSchemaTask:
+def open_egoschema(root: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
+                   synthetic: Mapping[str, Any] | None = None, split: str = "subset", limit: int | None = None,
+                   videos: str | Path | None = None, check_videos: bool = True) -> EgoSchemaTask:
     """`data=egoschema`: the release at `root`; with root null, the synthetic EgoSchema at `synthetic_root`,
-    written on first use (`options`: spacewalk/egoschema/synthetic.py Options fields). `check_videos`: fail
-    at once, naming the question, when a clip the run will show is missing (false: text-only backends)."""
-    if root is None:
-        if synthetic_root is None:
-            raise ValueError("data.root (an EgoSchema release) or data.synthetic_root is required")
-        from spacewalk.egoschema.synthetic import ensure_egoschema
-
-        root = ensure_egoschema(synthetic_root, seed=seed, **(options or {}))
+    written on first use (`synthetic`: spacewalk/egoschema/synthetic.py Options fields; the keys every data
+    config shares, spacewalk/release_or_synthetic.py). `check_videos`: fail at once, naming the question, when
+    a clip the run will show is missing (false: text-only backends)."""
+    root = dataset_root(root, synthetic_root, seed, synthetic, ensure_egoschema, "EgoSchema")
     task = EgoSchemaTask(EgoSchema(root, videos=videos), split=split, limit=limit)
     if check_videos:
         questions = task.dataset.subset() if split == "subset" else task.dataset.questions

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.hirest.dataset import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE, HiREST
+from spacewalk.hirest.predictions import write_task_predictions
 from spacewalk.io import write_json
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ def evaluate_hirest_baselines(dataset: HiREST, baselines: dict[str, Any], split:
             continue
         log.info("%s on %s: %s", task, split, baseline)
         predictions = baseline_predictions(dataset, split, task, baseline, features, videos_dir)
-        path = write_json(out_dir / f"predictions_{task}.json", predictions)
+        path = write_task_predictions(out_dir, task, predictions)
         results[task] = score(dataset, task, split, path)
         log.info("%s (%s, all categories): %s", task, split, overall_summary(results[task]))
     write_json(out_dir / "metrics.json", {"split": split, **results})

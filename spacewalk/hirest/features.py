@@ -27,7 +27,6 @@ import logging
 import math
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -35,6 +34,7 @@ import numpy as np
 import torch
 
 from spacewalk.errors import DataError
+from spacewalk.hirest.subtitles import Subtitle, read_srt, write_srt
 from spacewalk.io import atomic_path, load_json, write_json
 
 log = logging.getLogger(__name__)
@@ -45,39 +45,6 @@ ASR_FEATURES_DIR = "ASR_feats_all-MiniLM-L6-v2"
 QUERY_FILE = "query_features.pt"
 META_FILE = "meta.json"
 FORMAT_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Subtitle:
-    start: float
-    end: float
-    text: str
-
-
-def read_srt(path: str | Path) -> list[Subtitle]:
-    """Subtitles of one SRT file, in file order (the order of the rows of its embedding file)."""
-    import srt
-
-    path = Path(path)
-    if not path.is_file():
-        raise DataError("no subtitle file", file=path)
-    try:
-        subs = list(srt.parse(path.read_text(encoding="utf-8")))
-    except (srt.SRTParseError, ValueError, UnicodeDecodeError) as e:
-        raise DataError(f"not a valid SRT file ({e})", file=path) from e
-    return [Subtitle(s.start.total_seconds(), s.end.total_seconds(), s.content) for s in subs]
-
-
-def write_srt(path: str | Path, subtitles: Sequence[Subtitle]) -> Path:
-    import datetime
-
-    import srt
-
-    subs = [srt.Subtitle(i + 1, datetime.timedelta(seconds=s.start), datetime.timedelta(seconds=s.end), s.text)
-            for i, s in enumerate(subtitles)]
-    with atomic_path(path) as tmp:
-        tmp.write_text(srt.compose(subs, reindex=False), encoding="utf-8")
-    return Path(path)
 
 
 def _load_tensor(path: Path, item: str, ndim: int) -> np.ndarray:
@@ -322,7 +289,6 @@ def released_features(data_dir: str | Path, query_features: str | Path | None = 
     return HiRESTFeatures(data_dir / frames, asr if asr.is_dir() else None,
                           data_dir / ASR_FEATURES_DIR if asr.is_dir() else None,
                           query_features=query_features, query_encoder=query_encoder)
-
 
 
 def prepare_features(dataset, source: str = "extract", out_dir: str | Path | None = None,

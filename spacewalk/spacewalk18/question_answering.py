@@ -23,6 +23,7 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.parsing import fill_unparsable, letter, parse_letter
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import Question, Spacewalk18
+from spacewalk.spacewalk18.open import open_spacewalk18
 from spacewalk.spacewalk18.predictions import write_qa_predictions
 from spacewalk.spacewalk18.scoring import qa_accuracy
 from spacewalk.spacewalk18.summaries import check_summary, summary_parts
@@ -36,19 +37,6 @@ ANSWERS_FILE = "answers.json"
 QA_INSTRUCTION = ("Answer with a single letter from A to {last} and nothing else. "
                   "If you are not sure, give the most likely answer.")
 TRANSCRIPT_SENTENCE = "The transcript of the video speech is: {transcript}."
-
-
-def open_dataset(root: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
-                 synthetic: Mapping[str, Any] | None = None) -> Spacewalk18:
-    """The release at `root`, or (root None) the synthetic Spacewalk-18 at `synthetic_root`, generated on first
-    use with the generator's `synthetic` options."""
-    if root is not None:
-        return Spacewalk18(root)
-    if synthetic_root is None:
-        raise ValueError("give data.root (a release in the official layout) or data.synthetic_root")
-    from spacewalk.spacewalk18.synthetic import synthetic_spacewalk18
-
-    return synthetic_spacewalk18(synthetic_root, seed, **dict(synthetic or {}))
 
 
 def choices_block(options: Sequence[str], labels: Sequence[str]) -> str:
@@ -130,5 +118,5 @@ def question_answering_task(root: str | Path | None = None, synthetic_root: str 
                             synthetic: Mapping[str, Any] | None = None, transcript_in_prompt: bool = False,
                             max_items: int | None = None, summary: str = "none") -> QuestionAnswering:
     """The `data=spacewalk18_qa` config: the task on the release at `root` or on the synthetic default."""
-    return QuestionAnswering(open_dataset(root, synthetic_root, seed, synthetic), transcript_in_prompt, max_items,
+    return QuestionAnswering(open_spacewalk18(root, synthetic_root, seed, synthetic), transcript_in_prompt, max_items,
                              summary)

@@ -30,7 +30,8 @@ from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, StepSample, samples_to_json
 from spacewalk.spacewalk18.predictions import write_step_predictions
-from spacewalk.spacewalk18.question_answering import choices_block, open_dataset
+from spacewalk.spacewalk18.open import open_spacewalk18
+from spacewalk.spacewalk18.question_answering import choices_block
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.summaries import check_summary, steps_in_window, summary_parts
 from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, parse_duration
@@ -224,5 +225,5 @@ def step_recognition_questions_task(root: str | Path | None = None, synthetic_ro
     forms = {"question": StepRecognitionQuestions, "rating": StepRatingQuestions}
     if form not in forms:
         raise ValueError(f"form must be one of {sorted(forms)}, got {form!r}")
-    return forms[form](open_dataset(root, synthetic_root, seed, synthetic), split, context, samples_per_video,
+    return forms[form](open_spacewalk18(root, synthetic_root, seed, synthetic), split, context, samples_per_video,
                        max_videos, summary)

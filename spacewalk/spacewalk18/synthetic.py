@@ -836,11 +836,6 @@ def ensure_dataset(root: str | Path, seed: int = 0, **options: Any) -> Path:
     return root
 
 
-def synthetic_spacewalk18(root: str | Path, seed: int = 0, **options: Any) -> Spacewalk18:
-    """The synthetic dataset at `root` (generated on first use), loaded: the `data=synthetic` config."""
-    return Spacewalk18(ensure_dataset(root, seed, **options))
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.spacewalk18.synthetic",
                                      description=__doc__.split("\n")[0])

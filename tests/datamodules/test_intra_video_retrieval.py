@@ -221,9 +221,10 @@ def test_official_labels_score_100_and_a_fixed_prediction_its_hand_computed_valu
 
 # ---- train.py end to end -------------------------------------------------------------------------
 
-TINY = ["+data.n_train=2", "+data.n_val=1", "+data.n_test=1", "+data.minutes=[15,18]", "+data.steps_per_video=[4,6]",
-        "+data.samples_per_video=50", "+data.retrieval_samples_per_video=10", "+data.questions_per_video=2",
-        "+data.video_fps=0.5", "+data.frame_size=16"]
+TINY = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.synthetic.n_test=1",
+        "+data.synthetic.minutes=[15,18]", "+data.synthetic.steps_per_video=[4,6]",
+        "+data.synthetic.samples_per_video=50", "+data.synthetic.retrieval_samples_per_video=10",
+        "+data.synthetic.questions_per_video=2", "+data.synthetic.video_fps=0.5", "+data.synthetic.frame_size=16"]
 
 
 @pytest.mark.slow
@@ -234,7 +235,8 @@ def test_train_py_end_to_end_last_layer_and_the_scorer_agree(tmp_path):
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "train.py", "task=intra_video_retrieval", "model=ivr_last_layer", "context=30s",
            "trainer.max_epochs=2", "logger=csv", "datamodule.sampler.samples_per_video=200",
-           f"data.root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}", f"hydra.run.dir={run_dir}",
+           f"data.synthetic_root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}",
+           f"hydra.run.dir={run_dir}",
            *TINY]
     result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -331,6 +331,6 @@ def test_a_missing_frame_is_named_before_the_run(synthetic_root, tmp_path):
     victim = data.frame_paths(data.questions[4])[1]
     victim.unlink()
     with pytest.raises(DataError) as e:
-        open_egocross(data=copy, answers=copy / ANSWERS_FILE)
+        open_egocross(root=copy, answers=copy / ANSWERS_FILE)
     assert (e.value.item, e.value.field) == ("5", "video_path") and str(victim) in str(e.value)
-    assert len(open_egocross(data=copy, answers=copy / ANSWERS_FILE, check_frames=False).items()) == 60
+    assert len(open_egocross(root=copy, answers=copy / ANSWERS_FILE, check_frames=False).items()) == 60

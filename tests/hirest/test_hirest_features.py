@@ -10,8 +10,9 @@ import torch
 from fakes import FakeText
 from spacewalk.encoders import ThumbnailVideoEncoder
 from spacewalk.errors import DataError
-from spacewalk.hirest.features import (ASR_FEATURES_DIR, FRAMES_DIR, HiRESTFeatures, Subtitle, extract_features,
-                                       extracted_features, per_second, read_srt, released_features, write_srt)
+from spacewalk.hirest.features import (ASR_FEATURES_DIR, FRAMES_DIR, HiRESTFeatures, extract_features,
+                                       extracted_features, per_second, released_features)
+from spacewalk.hirest.subtitles import Subtitle, read_srt, write_srt
 from test_video import write_video
 
 

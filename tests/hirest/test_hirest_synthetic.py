@@ -9,12 +9,16 @@ import av
 import numpy as np
 import pytest
 
-import spacewalk.hirest.synthetic as hs
+import spacewalk.hirest.synthetic.generate as hs
 from spacewalk.hirest.dataset import HiREST
-from spacewalk.hirest.synthetic import (
-    ASR_DIR, RECORD_FILE, VAL_TESTING_SPLIT_FILE, VIDEO_DIR, HiRESTOptions, ensure_hirest, generate_hirest,
-    parse_srt, plan_hirest, srt_text,
+from spacewalk.hirest.subtitles import Subtitle, read_srt, write_srt
+from spacewalk.hirest.synthetic.__main__ import main
+from spacewalk.hirest.synthetic.generate import (
+    ASR_DIR, RECORD_FILE, VAL_TESTING_SPLIT_FILE, VIDEO_DIR, ensure_hirest, generate_hirest,
 )
+from spacewalk.hirest.synthetic.options import HiRESTOptions
+from spacewalk.hirest.synthetic.plan import plan_hirest
+from spacewalk.hirest.synthetic.vocabulary import CATEGORIES as THINGS
 from spacewalk.video import open_video
 
 from window_decoding import decode_window
@@ -227,7 +231,7 @@ def test_negatives_and_categories(root, plan):
     cats = _load(root, CATEGORIES)
     assert list(cats) == ["prompt_to_cat", "video_to_cat"]
     assert set(cats["prompt_to_cat"]) == queries and set(cats["video_to_cat"]) == split_videos
-    assert set(cats["prompt_to_cat"].values()) <= set(hs.CATEGORIES)
+    assert set(cats["prompt_to_cat"].values()) <= set(THINGS)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -313,37 +317,30 @@ def test_a_step_change_in_one_take_is_gradual(tmp_path):
 def test_subtitles_are_whisper_srt(root, plan):
     mentioned, steps = 0, 0
     for p in (p for videos in plan.splits.values() for q in videos.values() for p in q.values()):
-        text = (root / ASR_DIR / f"{p.video[:-4]}.srt").read_text(encoding="utf-8")
-        assert text.endswith("\n\n") and text == srt_text(p.sentences)
-        subs = parse_srt(text)
-        assert [s[0] for s in subs] == list(range(1, len(subs) + 1))
-        assert all(0 <= a < b <= p.duration for _, a, b, _ in subs)
-        assert all(x[2] <= y[1] for x, y in zip(subs, subs[1:]))  # in order, never overlapping
-        assert all(round(t * 1000) % 20 == 0 for _, a, b, _ in subs for t in (a, b))  # Whisper's 20 ms grid
-        assert all(s[3] == s[3].strip() and s[3] for s in subs)
+        path = root / ASR_DIR / f"{p.video[:-4]}.srt"
+        text = path.read_text(encoding="utf-8")
+        assert text.endswith("\n\n")
+        assert [int(n) for n in re.findall(r"^(\d+)\n\d\d:", text, re.M)] == list(range(1, len(p.sentences) + 1))
+        subs = [(s.start, s.end, s.text) for s in read_srt(path)]  # the package's one SRT reader
+        assert subs == p.sentences
+        assert all(0 <= a < b <= p.duration for a, b, _ in subs)
+        assert all(x[1] <= y[0] for x, y in zip(subs, subs[1:]))  # in order, never overlapping
+        assert all(round(t * 1000) % 20 == 0 for a, b, _ in subs for t in (a, b))  # Whisper's 20 ms grid
+        assert all(t == t.strip() and t for _, _, t in subs)
         for s in p.shown:  # the narration talks about what is on screen
             steps += 1
-            mentioned += any(a < s.end and b > s.start and s.kind.obj in t for _, a, b, t in subs)
+            mentioned += any(a < s.end and b > s.start and s.kind.obj in t for a, b, t in subs)
         if p.clip:  # outside the moment: chat, no step narration
-            outside = [t for _, a, b, t in subs if b <= p.bounds[0]]
+            outside = [t for a, b, t in subs if b <= p.bounds[0]]
             assert not any(s.kind.obj in t for s in p.shown for t in outside[2:])
     assert mentioned >= 0.6 * steps
-    try:
-        import srt
-    except ImportError:
-        return
-    v = plan.splits["train"][next(iter(plan.splits["train"]))]
-    p = next(iter(v.values()))
-    parsed = list(srt.parse((root / ASR_DIR / f"{p.video[:-4]}.srt").read_text()))
-    assert [(s.start.total_seconds(), s.end.total_seconds(), s.content) for s in parsed] == \
-        [tuple(x[1:]) for x in parse_srt(srt_text(p.sentences))]
 
 
-def test_parse_srt_refuses_garbage():
-    assert parse_srt("") == []
-    assert parse_srt("1\n00:00:01,000 --> 00:00:02,500\nhello\n\n") == [(1, 1.0, 2.5, "hello")]
-    with pytest.raises(ValueError):
-        parse_srt("1\n00:00:01.000 --> 00:00:02,500\nhello\n\n")
+def test_srt_is_written_as_whisper_writes_it(tmp_path):
+    # whisper.utils.write_srt (the version the authors used): index, HH:MM:SS,mmm --> HH:MM:SS,mmm, the text
+    subs = [Subtitle(1.0, 2.5, "Hello."), Subtitle(3661.02, 3662.0, "Um, cut the red paper.")]
+    assert write_srt(tmp_path / "a.srt", subs).read_text(encoding="utf-8") == (
+        "1\n00:00:01,000 --> 00:00:02,500\nHello.\n\n2\n01:01:01,020 --> 01:01:02,000\nUm, cut the red paper.\n\n")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -392,7 +389,7 @@ def test_ensure_hirest_reuses_and_regenerates(tmp_path, monkeypatch):
 
 
 def test_generation_is_atomic(tmp_path, monkeypatch):
-    write_video, calls = hs._write_video, []
+    write_video, calls = hs.write_video, []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -400,16 +397,16 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return write_video(*args, **kwargs)
 
-    monkeypatch.setattr(hs, "_write_video", interrupted)
+    monkeypatch.setattr(hs, "write_video", interrupted)
     with pytest.raises(KeyboardInterrupt):
         generate_hirest(tmp_path / "hirest", MINI, progress=False)
     assert list(tmp_path.iterdir()) == []  # no root, no partial folder
 
-    monkeypatch.setattr(hs, "_write_video", write_video)
+    monkeypatch.setattr(hs, "write_video", write_video)
     root = generate_hirest(tmp_path / "hirest", MINI, progress=False)
     before = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     calls.clear()
-    monkeypatch.setattr(hs, "_write_video", interrupted)
+    monkeypatch.setattr(hs, "write_video", interrupted)
     with pytest.raises(KeyboardInterrupt):  # a failed regeneration leaves the old dataset as it was
         ensure_hirest(root, MINI, progress=False, seed=2)
     assert {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
@@ -420,7 +417,7 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
 
 def test_cli_refuses_an_existing_root(root, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        hs.main(["--root", str(root)])
+        main(["--root", str(root)])
     assert exit_info.value.code == 1 and "exists" in capsys.readouterr().err
 
 

@@ -17,8 +17,10 @@ import torch
 from test_hirest_datamodule import FakeFeatures, write_hirest_root
 
 from datamodules.hirest import HiRESTDataModule
-from models.hirest_joint import (CaptionDecoder, HiRESTJointModule, JointEncoder, beam_search, boundaries_to_steps,
-                                 peak_span)
+from models.beam_search import beam_search
+from models.hirest_joint import HiRESTJointModule
+from models.hirest_joint_network import CaptionDecoder, JointEncoder
+from models.hirest_segmentation import boundaries_to_steps, peak_span
 from spacewalk.hirest.joint_model_io import PREDICTION_FILES, TASKS, caption_tokenizer, decode_caption, time_to_frame
 from spacewalk.hirest.dataset import HiREST
 

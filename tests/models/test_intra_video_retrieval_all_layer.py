@@ -104,9 +104,10 @@ def test_recipe_errors():
 # ---- train.py end to end -------------------------------------------------------------------------
 
 # test_intra_video_retrieval's tiny set with fewer, longer steps: with 4-6 its val video has one usable pair
-TINY = ["+data.n_train=2", "+data.n_val=1", "+data.n_test=1", "+data.minutes=[15,18]", "+data.steps_per_video=[3,4]",
-        "+data.samples_per_video=50", "+data.retrieval_samples_per_video=10", "+data.questions_per_video=2",
-        "+data.video_fps=0.5", "+data.frame_size=16"]
+TINY = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.synthetic.n_test=1",
+        "+data.synthetic.minutes=[15,18]", "+data.synthetic.steps_per_video=[3,4]",
+        "+data.synthetic.samples_per_video=50", "+data.synthetic.retrieval_samples_per_video=10",
+        "+data.synthetic.questions_per_video=2", "+data.synthetic.video_fps=0.5", "+data.synthetic.frame_size=16"]
 VIDEO = ["task=intra_video_retrieval", "model=ivr_all_layer", "modalities=video", "encoder=tiny_clip", "context=30s",
          "trainer.max_epochs=3", "model.video_lr=3e-3", "datamodule.num_frames=4", "datamodule.video_backend=pyav",
          "datamodule.sampler.samples_per_video=60", "logger=csv"]
@@ -114,7 +115,8 @@ VIDEO = ["task=intra_video_retrieval", "model=ivr_all_layer", "modalities=video"
 
 def train(tmp, run_dir, *overrides):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
-    cmd = [sys.executable, "train.py", f"data.root={tmp / 'synthetic'}", f"paths.data_dir={tmp / 'data'}", *TINY,
+    cmd = [sys.executable, "train.py", f"data.synthetic_root={tmp / 'synthetic'}", f"paths.data_dir={tmp / 'data'}",
+           *TINY,
            *overrides, f"hydra.run.dir={run_dir}"]
     result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-4000:]

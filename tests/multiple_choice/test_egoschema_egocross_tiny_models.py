@@ -54,7 +54,7 @@ def scored(capsys, *argv: str) -> dict:
 def test_evaluate_egoschema_with_a_tiny_qwen2_5_vl(checkpoints, tmp_path, capsys):
     out, data = tmp_path / "run", tmp_path / "egoschema"
     evaluate("data=egoschema", f"data.synthetic_root={data}", "data.split=full",
-             *[f"+data.options.{k}={v}" for k, v in ES_OPTIONS.items()],
+             *[f"+data.synthetic.{k}={v}" for k, v in ES_OPTIONS.items()],
              "model=mc_qwen2_5_vl", f"model.model={checkpoints / 'qwen2_5_vl'}", "model.num_frames=4",
              "model.max_new_tokens=6", "model.device=cpu", f"hydra.run.dir={out}")
     questions = read_questions(data / "questions.json")
@@ -85,7 +85,7 @@ def test_evaluate_egocross_with_a_tiny_llava_onevision(checkpoints, tmp_path, ca
     out, data = tmp_path / "run", tmp_path / "egocross"
     # the family's default frames (32 uniformly): every frame of these 3-5 frame folders, none twice
     evaluate("data=egocross", f"data.synthetic_root={data}",
-             *[f"+data.options.{k}={v}".replace(" ", "") for k, v in EC_OPTIONS.items()],
+             *[f"+data.synthetic.{k}={v}".replace(" ", "") for k, v in EC_OPTIONS.items()],
              "model=mc_llava_onevision", f"model.model={checkpoints / 'llava_onevision'}", "model.max_new_tokens=6",
              "model.device=cpu", f"hydra.run.dir={out}")
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
@@ -108,7 +108,7 @@ def test_egocross_frame_folders_reach_both_processors(family, num_frames, tmp_pa
     thinned by position under a smaller num_frames, never one twice. Folders of different lengths share a
     batch (LLaVA-OneVision's processor stacks a batch's videos: the backend batches equal lengths)."""
     root = generate_egocross(tmp_path / "ec", EgoCrossOptions(per_category=1, frames=(3, 5), frame_size=32))
-    task = open_egocross(data=root, answers=root / "answers.json", limit=4)
+    task = open_egocross(root=root, answers=root / "answers.json", limit=4)
     items = task.items()
     assert len({len(item.visual.frames) for item in items}) > 1
     model, processor = tiny_models.build(family)

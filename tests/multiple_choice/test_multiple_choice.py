@@ -19,7 +19,8 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.parsing import parse_letter, parse_number
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Reply
 from spacewalk.spacewalk18.predictions import read_step_predictions
-from spacewalk.spacewalk18.question_answering import QuestionAnswering, open_dataset
+from spacewalk.spacewalk18.open import open_spacewalk18
+from spacewalk.spacewalk18.question_answering import QuestionAnswering
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.step_recognition_questions import StepRecognitionQuestions
 
@@ -235,7 +236,7 @@ def test_random_backend_is_near_chance_and_reproducible():
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
-    return open_dataset(None, tmp_path_factory.mktemp("mc") / "synthetic", 0, SMALL)
+    return open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("mc") / "synthetic", synthetic=SMALL)
 
 
 def test_qa_scripted_scores_100_and_the_scoring_tool_agrees(synthetic, tmp_path, capsys):

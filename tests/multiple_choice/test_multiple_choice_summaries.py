@@ -16,7 +16,8 @@ from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 from spacewalk.spacewalk18 import summaries
-from spacewalk.spacewalk18.question_answering import QA_INSTRUCTION, QuestionAnswering, open_dataset
+from spacewalk.spacewalk18.open import open_spacewalk18
+from spacewalk.spacewalk18.question_answering import QA_INSTRUCTION, QuestionAnswering
 from spacewalk.spacewalk18.step_recognition_questions import INSTRUCTION, MISSION, StepRecognitionQuestions
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
@@ -25,7 +26,7 @@ SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
-    return open_dataset(None, tmp_path_factory.mktemp("summaries") / "synthetic", 0, SMALL)
+    return open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("summaries") / "synthetic", synthetic=SMALL)
 
 
 def test_prompt_resolves_the_clip_and_context_visuals_in_order(tmp_path):

@@ -15,7 +15,8 @@ from spacewalk.multiple_choice.frames import sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
-from spacewalk.spacewalk18.question_answering import QuestionAnswering, open_dataset
+from spacewalk.spacewalk18.open import open_spacewalk18
+from spacewalk.spacewalk18.question_answering import QuestionAnswering
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
              retrieval_samples_per_video=4, questions_per_video=4)
@@ -23,7 +24,7 @@ SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5
 
 @pytest.fixture(scope="module")
 def qa(tmp_path_factory):
-    dataset = open_dataset(None, tmp_path_factory.mktemp("vlm") / "synthetic", 0, SMALL)
+    dataset = open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("vlm") / "synthetic", synthetic=SMALL)
     return QuestionAnswering(dataset, max_items=3)
 
 

@@ -1,3 +1,4 @@
+import importlib
 import json
 import math
 import re
@@ -6,8 +7,10 @@ from pathlib import Path
 
 import av
 import decord
+import hydra
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 import spacewalk.spacewalk18.synthetic as synthetic
 from spacewalk.spacewalk18.sampler import step_samples
@@ -246,3 +249,41 @@ def test_bad_options_are_refused():
         synthetic._plan_pieces(np.random.default_rng(0), synthetic.Options(minutes=(0.5, 0.5)))
     with pytest.raises(TypeError):
         synthetic.Options(no_such_option=1)
+
+
+# --------------------------------------------------------------------------------------------------
+# "the release at root, else the synthetic one": one rule and the same keys for every benchmark
+
+# every data config that opens a benchmark, with the keys that make it the synthetic set
+DATA_CONFIGS = ["synthetic", "spacewalk18", "spacewalk18_qa", "spacewalk18_step_questions", "hirest",
+                "hirest_release", "egoschema", "egocross"]
+
+
+@pytest.mark.parametrize("name", DATA_CONFIGS)
+def test_every_data_config_says_release_or_synthetic_with_the_same_keys(name):
+    from test_configs import compose_evaluate
+
+    data = compose_evaluate(f"data={name}", "data.root=null", "data.synthetic_root=null").data
+    assert {"root", "synthetic_root", "seed", "synthetic"} <= set(data), name
+    assert OmegaConf.select(data, "options") is None and "n_train" not in data  # the older spellings are gone
+    with pytest.raises(Exception, match="data.root .* or data.synthetic_root"):  # neither: named, before any work
+        hydra.utils.instantiate(data, _convert_="all")
+
+
+@pytest.mark.parametrize("opener", ["spacewalk.spacewalk18.open.open_spacewalk18", "spacewalk.hirest.open.open_hirest",
+                                    "spacewalk.egoschema.task.open_egoschema", "spacewalk.egocross.task.open_egocross"])
+def test_the_seed_is_said_once(opener, tmp_path):
+    module, _, name = opener.rpartition(".")
+    open_ = getattr(importlib.import_module(module), name)
+    with pytest.raises(ValueError, match=r"data\.synthetic\.seed=4: .* is data\.seed"):
+        open_(synthetic_root=tmp_path / "s", seed=0, synthetic={"seed": 4})
+    assert not (tmp_path / "s").exists()  # refused before anything is written
+
+
+def test_a_release_root_is_opened_as_it_is(root, tmp_path):
+    from spacewalk.spacewalk18.open import open_spacewalk18
+
+    # the generator's options say nothing about a release, and no synthetic set is written for it
+    data = open_spacewalk18(root, synthetic_root=tmp_path / "unused", synthetic={"n_train": 1})
+    assert data.root == root and not (tmp_path / "unused").exists()
+    assert open_spacewalk18(synthetic_root=root, seed=3, synthetic=TINY).root == root  # the synthetic one, reused

@@ -18,8 +18,10 @@ from test_train_e2e import metrics, official_scores, run
 pytestmark = pytest.mark.slow
 
 # three train recordings of 100 samples (19 global batches of 16 per epoch), steps enough that chance is low
-DATA = ["+data.n_train=3", "+data.n_val=1", "+data.n_test=1", "+data.minutes=[6,8]", "+data.steps_per_video=[6,8]",
-        "+data.samples_per_video=100", "+data.retrieval_samples_per_video=20", "+data.questions_per_video=2"]
+DATA = ["+data.synthetic.n_train=3", "+data.synthetic.n_val=1", "+data.synthetic.n_test=1",
+        "+data.synthetic.minutes=[6,8]", "+data.synthetic.steps_per_video=[6,8]",
+        "+data.synthetic.samples_per_video=100", "+data.synthetic.retrieval_samples_per_video=20",
+        "+data.synthetic.questions_per_video=2"]
 VIDEO = ["model=all_layer", "modalities=video", "encoder=tiny_clip", "context=1min", "trainer.max_epochs=2",
          "model.video_lr=3e-3", "datamodule.num_frames=4", "logger=csv", "plots=false",
          # every optimiser step's checkpoint kept, to resume from one mid-epoch
@@ -30,7 +32,7 @@ def run_data(tmp_path, script, *overrides):
     """test_train_e2e.run with this file's data (larger than its tiny set) on train.py and evaluate.py."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",
            "WANDB_SILENT": "true"}
-    data = [f"data.root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}", *DATA]
+    data = [f"data.synthetic_root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}", *DATA]
     result = subprocess.run([sys.executable, script, *data, *overrides], cwd=REPO, capture_output=True, text=True,
                             env=env)
     assert result.returncode == 0, result.stderr[-4000:]

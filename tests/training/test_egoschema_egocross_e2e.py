@@ -37,7 +37,7 @@ def test_egoschema_random_backend_is_near_chance_and_the_scorer_agrees(tmp_path,
 
 def test_egocross_scripted_100_random_near_chance_and_the_scorer_agrees(tmp_path, capsys):
     root = generate_egocross(tmp_path / "ec", EgoCrossOptions(per_category=8))
-    task = open_egocross(data=root, answers=root / "answers.json")
+    task = open_egocross(root=root, answers=root / "answers.json")
     for backend, name in ((ScriptedBackend(script=scripted_reply), "scripted"), (RandomBackend(seed=1), "random")):
         metrics = runner.run(task, backend, tmp_path / name, progress=False)
         n = metrics["total"]
@@ -98,7 +98,7 @@ class FakeJudge:
 def test_egocross_openqa_through_the_runner_with_a_judge(tmp_path):
     root = generate_egocross(tmp_path / "ec", EgoCrossOptions(per_category=2))
     judge = FakeJudge()
-    task = open_egocross(data=root, answers=root / "answers.json", qa="openqa", judge=judge)
+    task = open_egocross(root=root, answers=root / "answers.json", qa="openqa", judge=judge)
     items = task.items()
     answers = {q.id: q.answer.text for q in task.dataset.questions}
 

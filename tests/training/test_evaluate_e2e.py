@@ -13,9 +13,10 @@ from spacewalk import score
 from spacewalk.spacewalk18.predictions import read_step_predictions
 from spacewalk.spacewalk18.dataset import Spacewalk18
 
-SMALL = ["+data.n_train=2", "+data.n_val=1", "+data.n_test=2", "+data.minutes=[4,5]",
-         "+data.steps_per_video=[3,5]", "+data.samples_per_video=300", "+data.retrieval_samples_per_video=20",
-         "+data.questions_per_video=2"]
+SMALL = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.synthetic.n_test=2",
+         "+data.synthetic.minutes=[4,5]", "+data.synthetic.steps_per_video=[3,5]",
+         "+data.synthetic.samples_per_video=300", "+data.synthetic.retrieval_samples_per_video=20",
+         "+data.synthetic.questions_per_video=2"]
 
 
 def run_evaluate(*overrides: str) -> subprocess.CompletedProcess:
@@ -27,7 +28,7 @@ def run_evaluate(*overrides: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_evaluate_generates_data_scores_and_writes_artefacts(tmp_path, capsys):
     root, out = tmp_path / "synthetic", tmp_path / "run"
-    result = run_evaluate(f"data.root={root}", *SMALL, "model=plan_prior", f"hydra.run.dir={out}")
+    result = run_evaluate(f"data.synthetic_root={root}", *SMALL, "model=plan_prior", f"hydra.run.dir={out}")
     dataset = Spacewalk18(root)  # generated on first use, in the official layout
     test_ids = dataset.splits["test"]
     assert "mean" in result.stderr + result.stdout
@@ -48,8 +49,10 @@ def test_evaluate_generates_data_scores_and_writes_artefacts(tmp_path, capsys):
         assert scored[name] == pytest.approx(metrics[name], abs=1e-12)
 
     # a second run reuses the dataset, and the random baseline is reproducible
-    first = run_evaluate(f"data.root={root}", *SMALL, "model=random", "plots=false", f"hydra.run.dir={tmp_path / 'r1'}")
-    second = run_evaluate(f"data.root={root}", *SMALL, "model=random", "plots=false", f"hydra.run.dir={tmp_path / 'r2'}")
+    first = run_evaluate(f"data.synthetic_root={root}", *SMALL, "model=random", "plots=false",
+                         f"hydra.run.dir={tmp_path / 'r1'}")
+    second = run_evaluate(f"data.synthetic_root={root}", *SMALL, "model=random", "plots=false",
+                          f"hydra.run.dir={tmp_path / 'r2'}")
     for run in (first, second):
         assert "synthetic Spacewalk-18" not in run.stderr  # no progress bar: nothing was generated
     assert (tmp_path / "r1/predictions.json").read_bytes() == (tmp_path / "r2/predictions.json").read_bytes()

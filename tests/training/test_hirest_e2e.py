@@ -18,8 +18,8 @@ from test_configs import compose_train
 
 pytestmark = pytest.mark.slow
 
-TINY_DATA = ["+data.options.n_train=6", "+data.options.n_val=3", "+data.options.n_test=3",
-             "+data.options.n_distractors=3", "data.options.seconds=[20,30]"]
+TINY_DATA = ["+data.synthetic.n_train=6", "+data.synthetic.n_val=3", "+data.synthetic.n_test=3",
+             "+data.synthetic.n_distractors=3", "data.synthetic.seconds=[20,30]"]
 TINY_MODEL = ["hirest_scale.embed_dim=32", "hirest_scale.hidden_dim=32", "hirest_scale.num_heads=2",
               "hirest_scale.ffn_dim=64", "hirest_scale.max_epochs=2", "model.beam_size=1", "logger=csv"]
 
@@ -103,13 +103,14 @@ def test_joint_model_trains_predicts_scores_and_evaluate_reproduces(tmp_path):
 
 def test_joint_model_trains_on_released_features_without_video(tmp_path):
     """Files in the authors' released layout (fabricated here) are all a run needs: the videos are gone."""
-    from spacewalk.hirest.synthetic import open_hirest
-    from spacewalk.hirest.features import ASR_FEATURES_DIR, read_srt
+    from spacewalk.hirest.features import ASR_FEATURES_DIR
+    from spacewalk.hirest.open import open_hirest
+    from spacewalk.hirest.subtitles import read_srt
 
     root = tmp_path / "synthetic_hirest"
     # the options train.py will ask for (the config's with the test's overrides), or it would regenerate the root
-    opts = OmegaConf.to_container(compose_train("data=hirest", *TINY_DATA).data.options)
-    dataset = open_hirest(synthetic_root=root, options=opts)
+    opts = OmegaConf.to_container(compose_train("data=hirest", *TINY_DATA).data.synthetic)
+    dataset = open_hirest(synthetic_root=root, synthetic=opts)
     data = root / "data"
     rng = np.random.default_rng(0)
     (data / "eva_clip_features").mkdir()

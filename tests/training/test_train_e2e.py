@@ -13,15 +13,17 @@ import torch
 
 from conftest import REPO
 
-TINY = ["+data.n_train=2", "+data.n_val=1", "+data.n_test=1", "+data.minutes=[4,5]", "+data.steps_per_video=[3,5]",
-        "+data.samples_per_video=200", "+data.retrieval_samples_per_video=20", "+data.questions_per_video=2"]
+TINY = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.synthetic.n_test=1",
+        "+data.synthetic.minutes=[4,5]", "+data.synthetic.steps_per_video=[3,5]",
+        "+data.synthetic.samples_per_video=200", "+data.synthetic.retrieval_samples_per_video=20",
+        "+data.synthetic.questions_per_video=2"]
 pytestmark = pytest.mark.slow
 
 
 def run(script: str, tmp_path, *overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",
            "WANDB_SILENT": "true"}
-    data = [f"data.root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}", *TINY] \
+    data = [f"data.synthetic_root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}", *TINY] \
         if script == "train.py" else []
     flags = [o for o in overrides if o.startswith("-")]  # Hydra's flags go before the overrides
     overrides = [o for o in overrides if not o.startswith("-")]
@@ -128,7 +130,7 @@ def test_train_on_external_video_features_without_a_video_encoder(tmp_path):
 
     from fakes import write_external_features
 
-    options = {o[len("+data."):].split("=")[0]: json.loads(o.split("=")[1]) for o in TINY}
+    options = {o[len("+data.synthetic."):].split("=")[0]: json.loads(o.split("=")[1]) for o in TINY}
     dataset = Spacewalk18(ensure_dataset(tmp_path / "synthetic", seed=0, progress=False, **options))
     write_external_features(tmp_path / "data" / "feature_banks" / "synthetic" / "external", dataset, dim=6)
     run_dir = tmp_path / "run"

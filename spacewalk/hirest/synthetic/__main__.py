@@ -1,0 +1,27 @@
+"""python -m spacewalk.hirest.synthetic --root R [--seed N] [--overwrite]: write a synthetic HiREST."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Sequence
+
+from spacewalk.hirest.synthetic.generate import generate_hirest
+from spacewalk.hirest.synthetic.options import HiRESTOptions
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.hirest.synthetic",
+                                     description="Write a synthetic HiREST in the release's layout.")
+    parser.add_argument("--root", required=True, type=Path, help="where to write the dataset")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing root")
+    args = parser.parse_args(argv)
+    try:
+        generate_hirest(args.root, HiRESTOptions(seed=args.seed), overwrite=args.overwrite)
+    except FileExistsError as e:
+        parser.exit(1, f"error: {e}\n")
+
+
+if __name__ == "__main__":
+    main()
