@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
 
-    from datamodules.intra_video_retrieval_encoder_inputs import EncoderRetrievalDataModule
+    from datamodules.intra_video_retrieval_all_layer import AllLayerRetrievalDataModule
     from models.all_layer import TrainableTowers
     from models.intra_video_retrieval_all_layer import AllLayerRetrievalModule
     from spacewalk import encoders
@@ -36,7 +36,7 @@ def main() -> None:
     torch.manual_seed(0)
     start = time.perf_counter()
     text = encoders.minilm_text_encoder(device="cpu")
-    dm = EncoderRetrievalDataModule(Spacewalk18(args.root), Path("unused-bank"), text_encoder=text,
+    dm = AllLayerRetrievalDataModule(Spacewalk18(args.root), Path("unused-bank"), text_encoder=text,
                                     context_seconds=args.context, modalities="text", batch_size=args.batch_size,
                                     max_sentences=16)
     dm.setup()

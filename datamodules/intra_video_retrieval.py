@@ -1,5 +1,5 @@
 """Intra-video retrieval batches (BENCHMARKS 1.7): a window of length w around the query and around each
-candidate, read from the same per-recording feature banks as step recognition (spacewalk/feature_bank.py).
+candidate, read from the same per-recording feature banks as step recognition (spacewalk/spacewalk18/feature_bank.py).
 Changing w re-slices the bank; nothing is re-encoded.
 
 Samples per split (`samples`): "official" reads tasks/intra-video_retrieval/<split>.json; "generated" runs
@@ -46,7 +46,7 @@ from torch.utils.data import DataLoader
 from datamodules.global_batches import share
 from datamodules.step_recognition import (EMPTY_TEXTS, FRAME_SAMPLINGS, MODALITIES, TEXT_POOLS, Indices,
                                           sparse_window_video, window_text_features)
-from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
+from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
 from spacewalk.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
 from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
 from spacewalk.spacewalk18.windows import context_windows

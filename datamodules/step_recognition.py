@@ -59,7 +59,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.global_batches import global_batch_sampler, share
-from spacewalk.feature_bank import BankConfig, FeatureBank, unit_rows
+from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, unit_rows
 from spacewalk.spacewalk18.dataset import Recording, Spacewalk18, StepSample
 from spacewalk.spacewalk18.windows import context_windows
 

@@ -2,7 +2,7 @@
 
 `TrainableTowers` is a head (models/heads.py's contract: batch -> [B, D] in step-feature space) that owns
 trainable copies of the run's encoders and reads the encoders' inputs the DataModule decodes and tokenises
-(datamodules/encoder_inputs.py) instead of bank features:
+(datamodules/all_layer.py) instead of bank features:
   video  frames [B, k, 3, S, S] -> the clip feature, exactly as the frozen video encoder computes it: the
          encoder hands over its own trainable copy (`trainable_tower()`, a spacewalk.encoders.VideoTower):
          open_clip image towers embed each frame and average the unit rows; X-CLIP and VideoMAE read the k

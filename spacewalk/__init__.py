@@ -4,7 +4,7 @@ Shared machinery at the top: `errors`, `fields` (validated JSON fields), `io` (a
 (decoding), `encoders` (frozen text and video encoders), `feature_bank` (per-recording features),
 `timeline` (pictures). One subpackage per benchmark: `spacewalk18`, `hirest`. The training layer, the only
 place that knows Lightning or Hydra: `training`. Command-line tools: `python -m spacewalk.score`,
-`spacewalk.samples`, `spacewalk.download`.
+`spacewalk.spacewalk18.samples`, `spacewalk.download`.
 """
 
 __version__ = "0.1.0"

@@ -12,7 +12,7 @@ import pytest
 
 from spacewalk import download
 
-from spacewalk import samples
+from spacewalk.spacewalk18 import samples
 
 
 def test_samples_cli_reproduces_the_official_file(real_spacewalk18_root, tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spacewalk.errors import DataError
-from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, num_cells
+from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, num_cells
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
 from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.video import decode_window, dense_timestamps, segment_timestamps
@@ -249,7 +249,7 @@ def test_video_changes_and_a_recording_without_video(synthetic_copy, tmp_path, c
     ids = list(data.recordings)
     data.recordings[ids[0]].video_path.unlink()
     directory = tmp_path / "bank"
-    with caplog.at_level(logging.WARNING, logger="spacewalk.feature_bank"):
+    with caplog.at_level(logging.WARNING, logger="spacewalk.spacewalk18.feature_bank"):
         bank = FeatureBank(directory, data, FakeText(), FakeVideo(), SMALL)
         assert bank.build(progress=False) == ids
         assert bank.load(ids[0]).video is None and bank.load(ids[1]).video is not None
@@ -415,7 +415,7 @@ class FrameIds(FakeVideo):
 
 
 def test_a_29_97_fps_recording_is_read_on_the_benchmark_clock(tiny_root, tmp_path, monkeypatch):
-    from spacewalk import feature_bank
+    from spacewalk.spacewalk18 import feature_bank
 
     data = Spacewalk18(tiny_root)
     rec = data.recordings["01012020"]

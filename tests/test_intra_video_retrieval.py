@@ -18,7 +18,7 @@ from fakes import FakeText
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead, TwoTowerHead, break_ties
 from models.intra_video_retrieval_baselines import TWFinchRetrieval
 from spacewalk.errors import DataError
-from spacewalk.feature_bank import BankConfig
+from spacewalk.spacewalk18.feature_bank import BankConfig
 from spacewalk.io import load_json
 from spacewalk.spacewalk18.dataset import FPS, Spacewalk18
 from spacewalk.spacewalk18.predictions import write_retrieval_predictions

@@ -326,7 +326,7 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
                                           "emissions": asdict(emissions), **fitted, **result,
                                           "val_candidates": table})
     if plots:
-        from spacewalk.timeline import plot_confusion, plot_timeline
+        from spacewalk.spacewalk18.timeline import plot_confusion, plot_timeline
 
         raw_predictions = read_raw_predictions(output_dir, datamodule, raw)
         for v, d in decoded.items():

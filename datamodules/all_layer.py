@@ -26,7 +26,7 @@ to the recording, BENCHMARKS 1.3):
 
 What reads one window (WindowInputs: its sentences, its decoded frames, the tokenising) and the loaders of
 global-batch shares with mid-epoch resuming (ShareLoaders) are shared with the retrieval DataModule
-(datamodules/intra_video_retrieval_encoder_inputs.py), which reads three windows per sample.
+(datamodules/intra_video_retrieval_all_layer.py), which reads three windows per sample.
 
 Everything random (the sentences kept, the augmentation's draws) comes from (seed, epoch, sample) alone, so a
 run is the same with any number of workers or processes and after resuming. Global batches are the bank
@@ -117,7 +117,7 @@ class ResumableLoader(DataLoader):
 class WindowInputs:
     """What a trainable encoder reads of one window [start, end] of a recording (the module docstring): the
     window's sentences and k decoded, preprocessed frames, and the tokenising of a batch's windows. Shared by
-    the step-recognition DataModule below and the retrieval one (datamodules/intra_video_retrieval_encoder_inputs.py,
+    the step-recognition DataModule below and the retrieval one (datamodules/intra_video_retrieval_all_layer.py,
     three windows per sample)."""
 
     def __init__(self, dataset, modalities: str, text_encoder=None, video_encoder=None,
@@ -306,7 +306,7 @@ class _Windows:
 class _SampleInputs(Dataset):
     """Item -> the sample's frames and sentence ids; runs in the DataLoader worker (readers opened there)."""
 
-    def __init__(self, owner: "EncoderInputsDataModule", split: str):
+    def __init__(self, owner: "AllLayerDataModule", split: str):
         self.owner, self.split = owner, split
         self.readers: dict[str, Any] = {}  # per worker process: opened on first use, after the fork
 
@@ -339,7 +339,7 @@ class _SampleInputs(Dataset):
         return out
 
 
-class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
+class AllLayerDataModule(ShareLoaders, StepRecognitionDataModule):
     def __init__(self, *args, max_sentences: int | None = None, num_frames: int | None = None,
                  video_backend: str = "decord", text_chunk: int = 64, augment: bool = True,
                  text_cells: bool | str | None = False, frames: str = "sparse", **kwargs):
@@ -392,12 +392,12 @@ class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
             starts.append(start)
             ends.append(end)
             if self.frames == "cells" and video_id not in self.cell_times:
-                # the bank's own cell frames (spacewalk/feature_bank.py: FeatureBank._video_arrays)
+                # the bank's own cell frames (spacewalk/spacewalk18/feature_bank.py: FeatureBank._video_arrays)
                 cfg = self.bank.config
                 self.cell_times[video_id] = [c.timestamps for c in segment_timestamps(
                     0.0, rec.duration, cfg.segment_seconds, cfg.fps, duration=rec.duration)]
             if self.text_cells and video_id not in self.cell_texts:
-                # the bank's own cell rule (spacewalk/feature_bank.py: cell_text)
+                # the bank's own cell rule (spacewalk/spacewalk18/feature_bank.py: cell_text)
                 index = TranscriptIndex(rec.transcript)
                 k, n = self.bank.config.segment_seconds, self.bank.load(video_id).num_cells
                 self.cell_texts[video_id] = [index.text_in(Window(j * k, min((j + 1) * k, rec.duration)))
