@@ -46,8 +46,9 @@ from torch.utils.data import DataLoader
 from datamodules.global_batches import share
 from datamodules.step_recognition import (EMPTY_TEXTS, FRAME_SAMPLINGS, MODALITIES, TEXT_POOLS, Indices,
                                           sparse_window_video, window_text_features)
-from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
+from spacewalk.grid import cell_span
 from spacewalk.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
+from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
 from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
 from spacewalk.spacewalk18.windows import context_windows
 
@@ -59,12 +60,10 @@ SYNTHETIC_RECORD = "synthetic.json"  # spacewalk/spacewalk18/synthetic.py's reco
 
 
 def dense_window_video(cells: np.ndarray, start: np.ndarray, end: np.ndarray, segment_seconds: float) -> np.ndarray:
-    """The normalised mean of the cells [j k, (j+1) k) overlapping each window [start, end) (the rule of
-    RecordingBank.cells_in, as step recognition slices them)."""
+    """The normalised mean of the cells [j k, (j+1) k) overlapping each window [start, end) (the grid's one
+    rule, spacewalk.grid.cell_span, as step recognition slices them)."""
     cells = np.asarray(cells, dtype=np.float32)
-    first = np.floor(start / segment_seconds).astype(np.int64)
-    last = np.minimum(np.ceil(end / segment_seconds).astype(np.int64), len(cells)) - 1
-    last = np.maximum(last, first)
+    first, last = cell_span(start, end, segment_seconds, len(cells))
     csum = np.concatenate([np.zeros((1, cells.shape[1]), np.float64), np.cumsum(cells, axis=0)])
     return unit_rows(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None]).astype(np.float32))
 

@@ -59,8 +59,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.global_batches import global_batch_sampler, share
-from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, unit_rows
+from spacewalk.grid import cell_of, cell_span
 from spacewalk.spacewalk18.dataset import Recording, Spacewalk18, StepSample
+from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, unit_rows
 from spacewalk.spacewalk18.windows import context_windows
 
 log = logging.getLogger(__name__)
@@ -276,11 +277,9 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             ss = samples[video_id]
             t = np.array([s.timestamp for s in ss])
             start, end = context_windows(t, self.context_seconds, rec.duration)
-            k = bank.segment_seconds
-            # cells [j k, (j+1) k) overlapping [start, end): the same rule as RecordingBank.cells_in
-            first = np.floor(start / k).astype(np.int64)
-            last = np.minimum(np.ceil(end / k).astype(np.int64), bank.num_cells) - 1
-            query = np.minimum(np.floor(t / k).astype(np.int64), bank.num_cells - 1)
+            # the cells overlapping each window and the sample's own cell (the grid's one rule)
+            first, last = cell_span(start, end, bank.segment_seconds, bank.num_cells)
+            query = cell_of(t, bank.segment_seconds, bank.num_cells)
 
             if "video" in self.modalities and bank.video is None:
                 raise RuntimeError(f"{video_id}: no video features in the bank (no video file?), but "

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from spacewalk.errors import DataError
-from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, num_cells
+from spacewalk.grid import num_cells
+from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
 from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.video import decode_window, dense_timestamps, segment_timestamps
