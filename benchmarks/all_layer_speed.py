@@ -41,20 +41,21 @@ BACKENDS = ("decord", "pyav")
 def _datamodule(root: Path, bank_dir: Path, modalities: str, real: bool, workers: int):
     from datamodules.all_layer import AllLayerDataModule
     from spacewalk import encoders
+    from spacewalk.modalities import Modalities
     from spacewalk.spacewalk18.dataset import Spacewalk18
     from spacewalk.spacewalk18.synthetic import synthetic_spacewalk18
 
     dataset = Spacewalk18(root) if real else synthetic_spacewalk18(root)
     text = encoders.minilm_text_encoder(device="cpu")
     video = None
-    if "video" in modalities:
+    if Modalities.parse(modalities).video:
         video = encoders.open_clip_video_encoder(
             "ViT-B-32", random_init=True, init_seed=0, device="cpu", batch_size=256, num_frames=8,
             model_cfg={"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "head_width": 32,
                                                        "patch_size": 8},
                        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 16, "heads": 2, "layers": 1}})
     dm = AllLayerDataModule(dataset, bank_dir, text_encoder=text, video_encoder=video, context_seconds=300.0,
-                                 modalities=modalities, batch_size=16, num_workers=workers, max_sentences=16)
+                            modalities=modalities, batch_size=16, num_workers=workers, max_sentences=16)
     dm.setup()
     return dm
 

@@ -37,8 +37,8 @@ def main() -> None:
     start = time.perf_counter()
     text = encoders.minilm_text_encoder(device="cpu")
     dm = AllLayerRetrievalDataModule(Spacewalk18(args.root), Path("unused-bank"), text_encoder=text,
-                                    context_seconds=args.context, modalities="text", batch_size=args.batch_size,
-                                    max_sentences=16)
+                                     context_seconds=args.context, modalities="text", batch_size=args.batch_size,
+                                     max_sentences=16)
     dm.setup()
     n = len(dm.splits["train"].label)
     print(f"set-up {time.perf_counter() - start:.0f} s: {n} train samples ({dm.sources['train']}), "

@@ -50,10 +50,10 @@ class _RetrievalInputs(Dataset):
         video_id = owner.video_ids[split][ix.video_index[i]]
         train = split == "train"
         out: dict[str, Any] = {"item": item}
-        if "text" in owner.modalities:
+        if owner.modalities.text:
             out["sentences"] = [[(video_id, int(s)) for s in inputs.draw_sentences(sentences[3 * i + j], train, rng)]
                                 for j in range(3)]
-        if "video" in owner.modalities:
+        if owner.modalities.video:
             out["frames"] = torch.stack([
                 inputs.frames(self.readers, video_id, start[i, j], end[i, j], train, rng,
                               f"sample {int(ix.sample_id[i])}, {split}, {('query', 'candidate 0', 'candidate 1')[j]}")
@@ -115,9 +115,9 @@ class AllLayerRetrievalDataModule(ShareLoaders, IntraVideoRetrievalDataModule):
                                  "sample_id": torch.from_numpy(ix.sample_id[idx]).long(),
                                  "labelled_total": torch.tensor(items[0].labelled_total),
                                  "padding": items[0].padding}
-        if "video" in self.modalities:
+        if self.modalities.video:
             batch["frames"] = torch.stack([p["frames"] for p in parts])
-        if "text" in self.modalities:
+        if self.modalities.text:
             batch |= self.inputs.tokenize_windows([w for p in parts for w in p["sentences"]])
         return batch
 

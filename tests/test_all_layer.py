@@ -62,7 +62,7 @@ VIDEO_TOWERS = {"open_clip": tiny_clip, "xclip": tiny_xclip, "videomae": tiny_vi
 
 def make(root, bank_dir, modalities, text, video=None, **kw):
     dm = AllLayerDataModule(Spacewalk18(root), bank_dir, text_encoder=text, video_encoder=video,
-                                 bank_config=BANK, context_seconds=60.0, modalities=modalities, **kw)
+                            bank_config=BANK, context_seconds=60.0, modalities=modalities, **kw)
     dm.setup()
     return dm
 
@@ -334,7 +334,7 @@ def test_video_cells_at_the_bank_fps_start_from_the_bank(root, tmp_path, minilm,
     bank = {**BANK, "frame_size": 64}  # the synthetic videos' own size: the bank does not resize
     args = dict(text_encoder=minilm, video_encoder=video, bank_config=bank, context_seconds=60.0, modalities="video")
     dm = AllLayerDataModule(Spacewalk18(root), tmp_path / "bank", frames="cells", video_backend="pyav",
-                                 text_cells="avg", batch_size=3, eval_batch_size=4, **args)
+                            text_cells="avg", batch_size=3, eval_batch_size=4, **args)
     dm.setup()
     frozen = StepRecognitionDataModule(Spacewalk18(root), tmp_path / "bank", cells=True, batch_size=4,
                                        eval_batch_size=4, **args)

@@ -10,7 +10,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from datamodules.step_recognition import StepRecognitionDataModule, window_text_features
+from datamodules.bank_windows import window_text_features
+from datamodules.step_recognition import StepRecognitionDataModule
 from models.heads import LinearHead
 from models.step_recognition import StepRecognitionModule
 from spacewalk.errors import DataError
