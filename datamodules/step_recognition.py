@@ -153,7 +153,8 @@ class StepRecognitionDataModule(BankWindowsDataModule):
             query = cell_of(t, bank.segment_seconds, bank.num_cells)
 
             window_video = self.window_video(bank, start, end) if self.modalities.video else None
-            window_text = self.window_text(bank, rec.duration, t, self.context_seconds) if self.modalities.text else None
+            window_text = (self.window_text(bank, rec.duration, t, self.context_seconds) if self.modalities.text
+                           else None)
             cols["clip"].append(self.layout(window_video, window_text, window_text))
             cols["recording"].append(np.full(len(ss), r))
             cols["sample_id"].append(np.array([s.id for s in ss]))

@@ -71,9 +71,9 @@ class TrainableTowers(nn.Module):
     reads_cells = False
     takes_encoders = True  # spacewalk/training/step_recognition_build.py passes the run's encoders
 
-    def __init__(self, dim: int, modalities: str | Modalities, video_encoder=None, text_encoder=None, video_freeze_blocks: int = 0,
-                 text_freeze_blocks: int = 0, activation_checkpointing: bool = False, lfb: str | None = None,
-                 lfb_options: dict | None = None, text_blocks: int = 2):
+    def __init__(self, dim: int, modalities: str | Modalities, video_encoder=None, text_encoder=None,
+                 video_freeze_blocks: int = 0, text_freeze_blocks: int = 0, activation_checkpointing: bool = False,
+                 lfb: str | None = None, lfb_options: dict | None = None, text_blocks: int = 2):
         """`lfb`: None (the window feature) or "avg" / "cat": the tower encodes each k-second cell of the window
         (as the bank does) and that LFB head (models/heads.py, `lfb_options` its arguments) aggregates them;
         modalities=text (the DataModule's text_cells: each cell's joined sentences, as the bank does) or video

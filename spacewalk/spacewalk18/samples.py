@@ -46,7 +46,8 @@ def _retrieval(dataset: Spacewalk18, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spacewalk.spacewalk18.samples", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.spacewalk18.samples",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, type=Path, help="dataset root in the official layout")
     parser.add_argument("--split", required=True, choices=SPLITS)
     parser.add_argument("--out", required=True, type=Path, help="JSON file to write")
