@@ -2,7 +2,7 @@
 its cells a window [start, end) covers: what the feature bank encodes, what video decoding samples and what
 the DataModules slice all agree through it.
 
-Times are seconds as floats, so a boundary computed as 0.1 * 120 is 12.000000000000002: `EPS` keeps such
+Times are seconds as floats, so a boundary computed as (0.1 + 0.2) * 40 is 12.000000000000002: `EPS` keeps such
 noise from adding a cell past a boundary the window only touches, or dropping the cell a window starts in.
 """
 

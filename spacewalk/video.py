@@ -285,7 +285,7 @@ def dense_timestamps(start: float, end: float, fps: float = 1.0) -> np.ndarray:
     _check_window(start, end)
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
-    n = max(0, math.ceil((end - start) * fps - EPS))  # 0.1 * 120 frames is 12, not 13
+    n = max(0, math.ceil((end - start) * fps - EPS))  # 12.000000000000002 frames are 12, not 13
     return start + np.arange(n) / fps
 
 
