@@ -1,4 +1,4 @@
-"""All-layer fine-tuning speed: frames/s through the encoder-inputs DataModule against raw decord decoding of the
+"""All-layer fine-tuning speed: frames/s through the all-layer DataModule against raw decord decoding of the
 same frames, and training samples/s and peak memory of the video and text towers.
 
     python benchmarks/all_layer_speed.py [--batches 20] [--runs 3] [--h264 1280x720] [--text-root R]
@@ -39,21 +39,22 @@ BACKENDS = ("decord", "pyav")
 
 
 def _datamodule(root: Path, bank_dir: Path, modalities: str, real: bool, workers: int):
-    from datamodules.encoder_inputs import EncoderInputsDataModule
+    from datamodules.all_layer import AllLayerDataModule
     from spacewalk import encoders
+    from spacewalk.modalities import Modalities
     from spacewalk.spacewalk18.open import open_spacewalk18
 
     dataset = open_spacewalk18(root) if real else open_spacewalk18(synthetic_root=root)
     text = encoders.minilm_text_encoder(device="cpu")
     video = None
-    if "video" in modalities:
+    if Modalities.parse(modalities).video:
         video = encoders.open_clip_video_encoder(
             "ViT-B-32", random_init=True, init_seed=0, device="cpu", batch_size=256, num_frames=8,
             model_cfg={"embed_dim": 32, "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "head_width": 32,
                                                        "patch_size": 8},
                        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 16, "heads": 2, "layers": 1}})
-    dm = EncoderInputsDataModule(dataset, bank_dir, text_encoder=text, video_encoder=video, context_seconds=300.0,
-                                 modalities=modalities, batch_size=16, num_workers=workers, max_sentences=16)
+    dm = AllLayerDataModule(dataset, bank_dir, text_encoder=text, video_encoder=video, context_seconds=300.0,
+                            modalities=modalities, batch_size=16, num_workers=workers, max_sentences=16)
     dm.setup()
     return dm
 

@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
 
-    from datamodules.intra_video_retrieval_encoder_inputs import EncoderRetrievalDataModule
+    from datamodules.intra_video_retrieval_all_layer import AllLayerRetrievalDataModule
     from models.all_layer import TrainableTowers
     from models.intra_video_retrieval_all_layer import AllLayerRetrievalModule
     from spacewalk import encoders
@@ -36,9 +36,9 @@ def main() -> None:
     torch.manual_seed(0)
     start = time.perf_counter()
     text = encoders.minilm_text_encoder(device="cpu")
-    dm = EncoderRetrievalDataModule(Spacewalk18(args.root), Path("unused-bank"), text_encoder=text,
-                                    context_seconds=args.context, modalities="text", batch_size=args.batch_size,
-                                    max_sentences=16)
+    dm = AllLayerRetrievalDataModule(Spacewalk18(args.root), Path("unused-bank"), text_encoder=text,
+                                     context_seconds=args.context, modalities="text", batch_size=args.batch_size,
+                                     max_sentences=16)
     dm.setup()
     n = len(dm.splits["train"].label)
     print(f"set-up {time.perf_counter() - start:.0f} s: {n} train samples ({dm.sources['train']}), "

@@ -46,7 +46,7 @@ def dataset_for(root: str | None, scratch: Path):
 
 def bank_build_times(dataset, scratch: Path, video: bool) -> None:
     from spacewalk.encoders import minilm_text_encoder, open_clip_video_encoder
-    from spacewalk.feature_bank import BankConfig, FeatureBank
+    from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank
 
     text = minilm_text_encoder()
     rec = dataset.split("train")[0]
@@ -182,7 +182,7 @@ def main() -> None:
         bank_build_times(dataset, scratch, args.video)
     # the bank of every training recording, once, before the per-recipe processes reuse it
     from spacewalk.encoders import minilm_text_encoder
-    from spacewalk.feature_bank import FeatureBank
+    from spacewalk.spacewalk18.feature_bank import FeatureBank
 
     FeatureBank(scratch / "bank-text", dataset, minilm_text_encoder()).build(dataset.splits["train"], progress=False)
 

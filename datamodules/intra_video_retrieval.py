@@ -1,5 +1,5 @@
 """Intra-video retrieval batches (BENCHMARKS 1.7): a window of length w around the query and around each
-candidate, read from the same per-recording feature banks as step recognition (spacewalk/feature_bank.py).
+candidate, read from the same per-recording feature banks as step recognition (spacewalk/spacewalk18/feature_bank.py).
 Changing w re-slices the bank; nothing is re-encoded.
 
 Samples per split (`samples`): "official" reads tasks/intra-video_retrieval/<split>.json; "generated" runs
@@ -39,15 +39,14 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from datamodules.bank_windows import BankWindowsDataModule, Indices
 from datamodules.global_batches import share
-from datamodules.step_recognition import (EMPTY_TEXTS, FRAME_SAMPLINGS, MODALITIES, TEXT_POOLS, Indices,
-                                          sparse_window_video, window_text_features)
-from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
+from spacewalk.modalities import Modalities
 from spacewalk.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
+from spacewalk.spacewalk18.feature_bank import BankConfig, RecordingBank
 from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
 from spacewalk.spacewalk18.windows import context_windows
 
@@ -58,17 +57,6 @@ CHUNK = 2048  # windows per slice of the bank
 SYNTHETIC_RECORD = "synthetic.json"  # spacewalk/spacewalk18/synthetic.py's record of a generated root
 
 
-def dense_window_video(cells: np.ndarray, start: np.ndarray, end: np.ndarray, segment_seconds: float) -> np.ndarray:
-    """The normalised mean of the cells [j k, (j+1) k) overlapping each window [start, end) (the rule of
-    RecordingBank.cells_in, as step recognition slices them)."""
-    cells = np.asarray(cells, dtype=np.float32)
-    first = np.floor(start / segment_seconds).astype(np.int64)
-    last = np.minimum(np.ceil(end / segment_seconds).astype(np.int64), len(cells)) - 1
-    last = np.maximum(last, first)
-    csum = np.concatenate([np.zeros((1, cells.shape[1]), np.float64), np.cumsum(cells, axis=0)])
-    return unit_rows(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None]).astype(np.float32))
-
-
 @dataclass
 class RetrievalSplit:
     video_index: np.ndarray  # int [N]
@@ -77,66 +65,31 @@ class RetrievalSplit:
     features: np.ndarray | None  # float32 [N, 3, D]: query, candidate 0, candidate 1 (None: made by the model)
 
 
-class IntraVideoRetrievalDataModule(pl.LightningDataModule):
+class IntraVideoRetrievalDataModule(BankWindowsDataModule):
     def __init__(self, dataset: Spacewalk18, bank_dir: str | Path, text_encoder=None, video_encoder=None,
                  bank_config: BankConfig | dict | None = None, context_seconds: float = 30.0,
-                 modalities: str = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
+                 modalities: str | Modalities = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
                  num_workers: int = 0, text_pool: str = "mean", empty_text: str = "zero",
                  frame_sampling: str = "dense", num_frames: int | None = None,
                  samples: dict[str, str] | None = None, sampler: RetrievalSamplerConfig | dict | None = None,
                  seed: int = 0):
-        super().__init__()
-        for name, value, allowed in (("modalities", modalities, MODALITIES), ("text_pool", text_pool, TEXT_POOLS),
-                                     ("empty_text", empty_text, EMPTY_TEXTS),
-                                     ("frame_sampling", frame_sampling, FRAME_SAMPLINGS)):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-        if "text" in modalities and text_encoder is None:
-            raise ValueError(f"modalities={modalities!r} needs a text encoder")
-        if not context_seconds > 0:
-            raise ValueError(f"context_seconds must be positive, got {context_seconds}")
-        self.dataset = dataset
-        self.context_seconds = float(context_seconds)
-        self.modalities = modalities
-        self.text_pool, self.empty_text = text_pool, empty_text
-        self.frame_sampling, self.num_frames = frame_sampling, num_frames
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
-        self.num_workers = num_workers
-        self.seed = seed
+        """`samples` and `sampler`: where each split's samples come from (module docstring); the others:
+        datamodules/bank_windows.py."""
+        super().__init__(dataset, bank_dir, text_encoder, video_encoder, bank_config, context_seconds, modalities,
+                         batch_size, eval_batch_size, num_workers, text_pool, empty_text, frame_sampling, num_frames,
+                         seed)
         self.sample_sources = {s: "auto" for s in SPLITS} | dict(samples or {})
         for split, source in self.sample_sources.items():
             if split not in SPLITS or source not in SOURCES:
                 raise ValueError(f"samples: expected {{split: one of {SOURCES}}} for splits {SPLITS}, got "
                                  f"{split!r}: {source!r}")
         self.sampler = sampler if isinstance(sampler, RetrievalSamplerConfig) else RetrievalSamplerConfig(**(sampler or {}))
-        config = bank_config if isinstance(bank_config, BankConfig) else BankConfig(**(bank_config or {}))
-        self.bank = FeatureBank(bank_dir, dataset, text_encoder=text_encoder,
-                                video_encoder=video_encoder if "video" in modalities else None, config=config)
-        self.external_video_dim: int | None = None
-        if "video" in modalities and video_encoder is None:
-            self.external_video_dim = self.bank.external_video_dim([v for s in SPLITS for v in dataset.splits[s]])
-        if "video" in modalities and frame_sampling == "sparse":
-            if not getattr(video_encoder, "averages_frames", False):
-                raise ValueError("frame_sampling='sparse' needs a frame-averaging video encoder (open_clip, thumbnail) "
-                                 "whose bank keeps per-frame features: use datamodule.frame_sampling=dense")
-            self.num_frames = num_frames or int(video_encoder.num_frames)
         self.splits: dict[str, RetrievalSplit] = {}
         self.samples: dict[str, dict[str, list[RetrievalSample]]] = {}
         self.video_ids: dict[str, list[str]] = {}
         self.sources: dict[str, str] = {}
 
     # ---------------------------------------------------------------------------------------------
-
-    @property
-    def feature_dim(self) -> int:
-        dim = 0
-        if "video" in self.modalities:
-            encoder = self.bank.video_encoder
-            dim += encoder.dim if encoder is not None else self.external_video_dim
-        if "text" in self.modalities:
-            dim += self.bank.text_encoder.dim
-        return dim
 
     def source_of(self, split: str) -> str:
         """"official" or "generated": what `samples[split]` resolves to on this root (module docstring)."""
@@ -173,14 +126,6 @@ class IntraVideoRetrievalDataModule(pl.LightningDataModule):
             log.info("intra-video retrieval: %s split, %d samples of %d videos (%s), w = %g s", split,
                      len(self.splits[split].label), len(samples), self.sources[split], self.context_seconds)
 
-    def build_bank(self) -> None:
-        """Every process builds its share of the recordings, then all wait (step recognition's rule)."""
-        trainer = self.trainer
-        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
-        self.bank.build([v for s in SPLITS for v in self.dataset.splits[s]], rank=rank, world_size=world)
-        if trainer is not None and world > 1:
-            trainer.strategy.barrier("feature_bank")
-
     def window_features(self, bank: RecordingBank, duration: float, t: np.ndarray,
                         context_seconds: float | None = None) -> np.ndarray:
         """The window feature [N, D] around each time in `t` (module docstring); the window is w, or
@@ -192,17 +137,10 @@ class IntraVideoRetrievalDataModule(pl.LightningDataModule):
                                    for i in range(0, len(t), CHUNK)])
         start, end = context_windows(t, w, duration)
         blocks = []
-        if "video" in self.modalities:
-            if bank.video is None:
-                raise ValueError(f"{bank.video_id}: the feature bank holds no video features (text-only bank, or no "
-                                 f"video file), but modalities={self.modalities!r}: use modalities=text")
-            if self.frame_sampling == "sparse":
-                blocks.append(sparse_window_video(bank.frame_video, bank.frame_time, start, end, self.num_frames))
-            else:
-                blocks.append(dense_window_video(bank.video, start, end, bank.segment_seconds))
-        if "text" in self.modalities:
-            blocks.append(window_text_features(bank.sentence_text, bank.sentence_start, bank.sentence_end, t,
-                                               w, duration, self.text_pool, self.empty_text))
+        if self.modalities.video:
+            blocks.append(self.window_video(bank, start, end))
+        if self.modalities.text:
+            blocks.append(self.window_text(bank, duration, t, w))
         return np.concatenate(blocks, axis=1).astype(np.float32)
 
     def _index(self, samples: dict[str, list[RetrievalSample]]) -> RetrievalSplit:

@@ -54,83 +54,18 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
+from datamodules.bank_windows import BankWindowsDataModule, Indices
 from datamodules.global_batches import global_batch_sampler, share
-from spacewalk.feature_bank import BankConfig, FeatureBank, unit_rows
-from spacewalk.spacewalk18.dataset import Recording, Spacewalk18, StepSample
+from spacewalk.grid import cell_of, cell_span
+from spacewalk.modalities import Modalities
+from spacewalk.spacewalk18.dataset import SPLITS, Recording, Spacewalk18, StepSample
+from spacewalk.spacewalk18.feature_bank import BankConfig
 from spacewalk.spacewalk18.windows import context_windows
 
 log = logging.getLogger(__name__)
-
-MODALITIES = ("video", "text", "video+text")
-FRAME_SAMPLINGS = ("dense", "sparse")
-TEXT_POOLS = ("mean", "duration")
-EMPTY_TEXTS = ("zero", "nearest", "widen")
-
-
-def window_text_features(sentences: np.ndarray, starts: np.ndarray, ends: np.ndarray, t: np.ndarray,
-                         context_seconds: float, duration: float, pool: str = "mean",
-                         empty: str = "zero") -> np.ndarray:
-    """The window transcript feature t [N, Dt] of samples at times `t` (see the module docstring).
-
-    sentences [S, Dt] are the sentence embeddings, starts/ends [S] their times in seconds.
-    """
-    if pool not in TEXT_POOLS:
-        raise ValueError(f"text_pool must be one of {TEXT_POOLS}, got {pool!r}")
-    if empty not in EMPTY_TEXTS:
-        raise ValueError(f"empty_text must be one of {EMPTY_TEXTS}, got {empty!r}")
-    sentences = np.asarray(sentences, dtype=np.float32)
-    starts, ends, t = (np.asarray(x, dtype=np.float64) for x in (starts, ends, t))
-
-    def pooled(rows: np.ndarray, w: float) -> tuple[np.ndarray, np.ndarray]:
-        start = np.maximum(t[rows] - w / 2, 0.0)[:, None]
-        end = np.minimum(t[rows] + w / 2, duration)[:, None]
-        overlap = (starts[None, :] < end) & (ends[None, :] > start)
-        weight = overlap.astype(np.float32)
-        if pool == "duration":
-            seconds = np.clip(np.minimum(ends[None, :], end) - np.maximum(starts[None, :], start), 0.0, None)
-            seconds = (seconds * overlap).astype(np.float32)
-            # only zero-length sentences inside: count each once rather than lose the window's speech
-            weight = np.where(seconds.sum(axis=1, keepdims=True) > 0, seconds, weight)
-        return weight @ sentences, overlap.any(axis=1)
-
-    out, has_speech = pooled(np.arange(len(t)), context_seconds)
-    if len(starts) and not has_speech.all():
-        if empty == "nearest":
-            rows = np.flatnonzero(~has_speech)
-            distance = np.maximum(np.maximum(starts[None, :] - t[rows, None], t[rows, None] - ends[None, :]), 0.0)
-            out[rows] = sentences[distance.argmin(axis=1)]
-        elif empty == "widen":
-            w = context_seconds
-            while not has_speech.all() and w < 2 * duration:
-                w *= 2
-                rows = np.flatnonzero(~has_speech)
-                features, found = pooled(rows, w)
-                out[rows[found]] = features[found]
-                has_speech[rows[found]] = True
-    return unit_rows(out)
-
-
-def sparse_window_video(frames: np.ndarray, frame_time: np.ndarray, start: np.ndarray, end: np.ndarray,
-                        k: int) -> np.ndarray:
-    """Sparse frame sampling from per-frame features: for each window [start, end), the k timestamps at
-    the centres of k equal slices (video.sparse_timestamps), each the nearest frame in `frame_time`, and
-    the normalised mean of those frames' unit features (how a frame-averaging encoder pools a clip)."""
-    frame_time = np.asarray(frame_time, dtype=np.float64)
-    start, end = np.asarray(start, np.float64), np.asarray(end, np.float64)
-    out = np.zeros((len(start), frames.shape[1]), np.float32)
-    for i in range(k):  # one timestamp per sample at a time: never [N, k, D] in memory
-        t = start + (i + 0.5) * (end - start) / k
-        if len(frame_time) == 1:
-            nearest = np.zeros(len(t), np.int64)
-        else:
-            right = np.clip(np.searchsorted(frame_time, t), 1, len(frame_time) - 1)
-            nearest = np.where(t - frame_time[right - 1] <= frame_time[right] - t, right - 1, right)
-        out += np.asarray(frames[nearest], dtype=np.float32)
-    return unit_rows(out)
 
 
 @dataclass
@@ -146,73 +81,23 @@ class _SplitIndex:
     clip: np.ndarray  # float32 [N, D]
 
 
-class Indices(Dataset):
-    """Sample i is its index: the batch is assembled in the collate from the DataModule's arrays."""
+class StepRecognitionDataModule(BankWindowsDataModule):
+    text_blocks = 2  # the clip repeats t: [t, t] against the steps' [narration, caption]
 
-    def __init__(self, n: int):
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> int:
-        return i
-
-
-class StepRecognitionDataModule(pl.LightningDataModule):
     def __init__(self, dataset: Spacewalk18, bank_dir: str | Path, text_encoder=None, video_encoder=None,
                  bank_config: BankConfig | dict | None = None, context_seconds: float = 300.0,
-                 modalities: str = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
+                 modalities: str | Modalities = "text", batch_size: int = 2048, eval_batch_size: int | None = None,
                  num_workers: int = 0, text_pool: str = "mean", empty_text: str = "zero", seed: int = 0,
                  cells: bool | None = True, frame_sampling: str = "dense", num_frames: int | None = None):
         """`cells`: build the window cells (cells, cell_mask, query_pos) into every batch; only heads with
         `reads_cells` need them (models/heads.py), and train.py decides it from the configured head. None
         (the config's "let train.py decide", met outside it) builds them. `frame_sampling` and `num_frames`:
-        the window's video feature v (module docstring); without video they change nothing."""
-        super().__init__()
-        if modalities not in MODALITIES:
-            raise ValueError(f"modalities must be one of {MODALITIES}, got {modalities!r}")
-        if text_pool not in TEXT_POOLS:
-            raise ValueError(f"text_pool must be one of {TEXT_POOLS}, got {text_pool!r}")
-        if frame_sampling not in FRAME_SAMPLINGS:
-            raise ValueError(f"frame_sampling must be one of {FRAME_SAMPLINGS}, got {frame_sampling!r}")
-        if num_frames is not None and (isinstance(num_frames, bool) or not isinstance(num_frames, int)
-                                       or num_frames < 1):
-            raise ValueError(f"num_frames must be a positive int or None (the encoder's count), got {num_frames!r}")
-        if empty_text not in EMPTY_TEXTS:
-            raise ValueError(f"empty_text must be one of {EMPTY_TEXTS}, got {empty_text!r}")
-        if "text" in modalities and text_encoder is None:
-            raise ValueError(f"modalities={modalities!r} needs a text encoder")
-        self.dataset = dataset
-        self.context_seconds = float(context_seconds)
-        self.modalities = modalities
-        self.text_pool, self.empty_text = text_pool, empty_text
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
-        self.num_workers = num_workers
-        self.seed = seed  # the training order of epoch e is a permutation drawn from (seed, e)
+        the window's video feature v (module docstring); without video they change nothing. The others:
+        datamodules/bank_windows.py."""
+        super().__init__(dataset, bank_dir, text_encoder, video_encoder, bank_config, context_seconds, modalities,
+                         batch_size, eval_batch_size, num_workers, text_pool, empty_text, frame_sampling, num_frames,
+                         seed)
         self.cells = True if cells is None else bool(cells)
-        config = bank_config if isinstance(bank_config, BankConfig) else BankConfig(**(bank_config or {}))
-        self.bank = FeatureBank(bank_dir, dataset, text_encoder=text_encoder,
-                                video_encoder=video_encoder if "video" in modalities else None, config=config)
-        # Video without an encoder object: features extracted elsewhere, in external bank folders
-        # (docs/feature_bank.md); their width is read now, as the model is built before any bank.
-        self.external_video_dim: int | None = None
-        if "video" in modalities and video_encoder is None:
-            ids = [v for split in ("train", "val", "test") for v in dataset.splits[split]]
-            self.external_video_dim = self.bank.external_video_dim(ids)  # a DataError naming the folder if not
-        self.frame_sampling = frame_sampling
-        self.num_frames = None  # k of sparse sampling, where it applies
-        if "video" in modalities and frame_sampling == "sparse":
-            if not getattr(video_encoder, "averages_frames", False):
-                what = ("external video features" if video_encoder is None
-                        else f"{video_encoder.identity}, which encodes a clip as a whole,")
-                raise ValueError(
-                    f"frame_sampling='sparse' pools k frames spread over each window from the bank's per-frame "
-                    f"features, which only encoders that average frame embeddings have (open_clip, thumbnail); "
-                    f"{what} would need one encoder call on k decoded frames per sample and context length, "
-                    "which the bank cannot precompute: use datamodule.frame_sampling=dense")
-            self.num_frames = num_frames or int(video_encoder.num_frames)
         self.splits: dict[str, _SplitIndex] = {}
         self.cell_features: dict[str, list[np.ndarray]] = {}  # per split: [num_cells, D] per recording (if cells)
         self.step_features: dict[str, list[np.ndarray]] = {}  # per split: [K+1, D] per recording
@@ -221,38 +106,25 @@ class StepRecognitionDataModule(pl.LightningDataModule):
 
     # ---------------------------------------------------------------------------------------------
 
-    def _build_bank(self) -> None:
-        trainer = self.trainer
-        rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
-        ids = [v for split in ("train", "val", "test") for v in self.dataset.splits[split]]
-        # every rank builds its share, then all wait, so extraction is split across processes
-        self.bank.build(ids, rank=rank, world_size=world)
-        if trainer is not None and world > 1:
-            trainer.strategy.barrier("feature_bank")
-        stale = [v for v in ids if not self.bank.is_fresh(v)]
-        if stale:
-            raise RuntimeError(f"feature bank still stale after building: {stale}")
-
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
-        self._build_bank()
-        for split in ("train", "val", "test"):
+        self.build_bank()
+        for split in SPLITS:
             self._index_split(split)
 
     def layout(self, video: np.ndarray | None, text: np.ndarray | None, second_text: np.ndarray | None) -> np.ndarray:
         """[v], [t, t2] or [v, t, t2] by modality: one layout for clip, cells and steps alike."""
-        blocks = ([video] if "video" in self.modalities else []) + \
-            ([text, second_text] if "text" in self.modalities else [])
+        blocks = ([video] if self.modalities.video else []) + ([text, second_text] if self.modalities.text else [])
         return np.concatenate([np.asarray(x, dtype=np.float32) for x in blocks], axis=1)
 
     def layout_blocks(self) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
         """The blocks of the layout as (modality, start, stop): of the clip and cells ([v], [t, t2] or [v, t, t2])
         and of the step features ([V], [narration, caption] or [V, narration, caption]); for block fusion
         (spacewalk/spacewalk18/emissions.py)."""
-        widths = ([("video", self.feature_dim - (2 * self.bank.text_encoder.dim if "text" in self.modalities
-                                                   else 0))] if "video" in self.modalities else [])
-        if "text" in self.modalities:
+        widths = ([("video", self.feature_dim - (2 * self.bank.text_encoder.dim if self.modalities.text else 0))]
+                  if self.modalities.video else [])
+        if self.modalities.text:
             widths += [("text", self.bank.text_encoder.dim)] * 2
         starts = np.cumsum([0] + [w for _, w in widths])
         blocks = [(kind, int(a), int(a + w)) for (kind, w), a in zip(widths, starts)]
@@ -276,27 +148,13 @@ class StepRecognitionDataModule(pl.LightningDataModule):
             ss = samples[video_id]
             t = np.array([s.timestamp for s in ss])
             start, end = context_windows(t, self.context_seconds, rec.duration)
-            k = bank.segment_seconds
-            # cells [j k, (j+1) k) overlapping [start, end): the same rule as RecordingBank.cells_in
-            first = np.floor(start / k).astype(np.int64)
-            last = np.minimum(np.ceil(end / k).astype(np.int64), bank.num_cells) - 1
-            query = np.minimum(np.floor(t / k).astype(np.int64), bank.num_cells - 1)
+            # the cells overlapping each window and the sample's own cell (the grid's one rule)
+            first, last = cell_span(start, end, bank.segment_seconds, bank.num_cells)
+            query = cell_of(t, bank.segment_seconds, bank.num_cells)
 
-            if "video" in self.modalities and bank.video is None:
-                raise RuntimeError(f"{video_id}: no video features in the bank (no video file?), but "
-                                   f"modalities={self.modalities!r}")
-            window_video = window_text = None
-            if "video" in self.modalities and self.frame_sampling == "sparse":
-                window_video = sparse_window_video(bank.frame_video, bank.frame_time, start, end, self.num_frames)
-            elif "video" in self.modalities:
-                video = np.asarray(bank.video, dtype=np.float32)
-                csum = np.concatenate([np.zeros((1, video.shape[1]), np.float64), np.cumsum(video, axis=0)])
-                window_video = unit_rows(((csum[last + 1] - csum[first]) / (last - first + 1)[:, None])
-                                          .astype(np.float32))
-            if "text" in self.modalities:
-                window_text = window_text_features(bank.sentence_text, bank.sentence_start, bank.sentence_end, t,
-                                                   self.context_seconds, rec.duration, self.text_pool,
-                                                   self.empty_text)
+            window_video = self.window_video(bank, start, end) if self.modalities.video else None
+            window_text = (self.window_text(bank, rec.duration, t, self.context_seconds) if self.modalities.text
+                           else None)
             cols["clip"].append(self.layout(window_video, window_text, window_text))
             cols["recording"].append(np.full(len(ss), r))
             cols["sample_id"].append(np.array([s.id for s in ss]))
@@ -310,19 +168,6 @@ class StepRecognitionDataModule(pl.LightningDataModule):
         self.splits[split] = _SplitIndex(**{k: np.concatenate(v) for k, v in cols.items()})
         self.cell_features[split], self.step_features[split] = cells, steps
         self.video_ids[split], self.samples[split] = video_ids, samples
-
-    @property
-    def feature_dim(self) -> int:
-        """D of the layout, known from the encoders (or the external video features' meta) before any bank
-        is built (the model is built first, so under DDP the bank can be built inside fit, shared across
-        ranks)."""
-        dim = 0
-        if "video" in self.modalities:
-            encoder = self.bank.video_encoder
-            dim += encoder.dim if encoder is not None else self.external_video_dim
-        if "text" in self.modalities:
-            dim += 2 * self.bank.text_encoder.dim
-        return dim
 
     # ---------------------------------------------------------------------------------------------
 

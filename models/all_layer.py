@@ -2,7 +2,7 @@
 
 `TrainableTowers` is a head (models/heads.py's contract: batch -> [B, D] in step-feature space) that owns
 trainable copies of the run's encoders and reads the encoders' inputs the DataModule decodes and tokenises
-(datamodules/encoder_inputs.py) instead of bank features:
+(datamodules/all_layer.py) instead of bank features:
   video  frames [B, k, 3, S, S] -> the clip feature, exactly as the frozen video encoder computes it: the
          encoder hands over its own trainable copy (`trainable_tower()`, a spacewalk.encoders.VideoTower):
          open_clip image towers embed each frame and average the unit rows; X-CLIP and VideoMAE read the k
@@ -38,6 +38,7 @@ from torch import nn
 
 from models.step_recognition import StepRecognitionModule
 from spacewalk.encoders import VideoTower
+from spacewalk.modalities import Modalities
 
 Batch = dict[str, Any]
 
@@ -70,9 +71,9 @@ class TrainableTowers(nn.Module):
     reads_cells = False
     takes_encoders = True  # spacewalk/training/step_recognition_build.py passes the run's encoders
 
-    def __init__(self, dim: int, modalities: str, video_encoder=None, text_encoder=None, video_freeze_blocks: int = 0,
-                 text_freeze_blocks: int = 0, activation_checkpointing: bool = False, lfb: str | None = None,
-                 lfb_options: dict | None = None, text_blocks: int = 2):
+    def __init__(self, dim: int, modalities: str | Modalities, video_encoder=None, text_encoder=None,
+                 video_freeze_blocks: int = 0, text_freeze_blocks: int = 0, activation_checkpointing: bool = False,
+                 lfb: str | None = None, lfb_options: dict | None = None, text_blocks: int = 2):
         """`lfb`: None (the window feature) or "avg" / "cat": the tower encodes each k-second cell of the window
         (as the bank does) and that LFB head (models/heads.py, `lfb_options` its arguments) aggregates them;
         modalities=text (the DataModule's text_cells: each cell's joined sentences, as the bank does) or video
@@ -82,17 +83,18 @@ class TrainableTowers(nn.Module):
         super().__init__()
         if text_blocks not in (1, 2):
             raise ValueError(f"text_blocks must be 1 or 2, got {text_blocks}")
+        modalities = Modalities.parse(modalities)
         self.modalities, self.text_blocks = modalities, text_blocks
         self.video = self.text = self.lfb = None
         if lfb is not None:
             from models.heads import LFBAvg, LFBCat
 
             heads = {"avg": LFBAvg, "cat": LFBCat}
-            if lfb not in heads or modalities not in ("text", "video"):
+            if lfb not in heads or (modalities.video and modalities.text):
                 raise ValueError(f"lfb must be one of {tuple(heads)} with modalities=text or video, got {lfb!r} "
-                                 f"with {modalities!r}")
+                                 f"with {modalities}")
             self.lfb = heads[lfb](dim, **(lfb_options or {}))
-        if "video" in modalities:
+        if modalities.video:
             if not hasattr(video_encoder, "trainable_tower"):
                 raise ValueError("modalities with video need a video encoder with weights to train (open_clip, "
                                  f"X-CLIP, VideoMAE), got {getattr(video_encoder, 'identity', video_encoder)}")
@@ -100,7 +102,7 @@ class TrainableTowers(nn.Module):
             freeze_first_blocks(self.video, video_freeze_blocks)
             if activation_checkpointing:
                 self.video.set_activation_checkpointing(True)
-        if "text" in modalities:
+        if modalities.text:
             if text_encoder is None or not hasattr(text_encoder, "model"):
                 raise ValueError("modalities with text need a sentence-transformers text encoder (MiniLM)")
             self.text = copy.deepcopy(text_encoder.model[0].auto_model).train().requires_grad_(True)

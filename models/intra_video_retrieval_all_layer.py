@@ -5,7 +5,7 @@ The towers are step recognition's (models/all_layer.py: TrainableTowers, trainab
 encoder's tower, `trainable_tower()`: open_clip, X-CLIP or VideoMAE, and the MiniLM text tower) in retrieval's
 window layout [v], [t] or [v, t] (text_blocks=1); they make
 the feature of each of a sample's three windows from the frames and sentences the DataModule decodes and
-tokenises (datamodules/intra_video_retrieval_encoder_inputs.py). Scores, loss (cross-entropy over the two
+tokenises (datamodules/intra_video_retrieval_all_layer.py). Scores, loss (cross-entropy over the two
 candidates), ties, evaluation and outputs are the last-layer recipe's (models/intra_video_retrieval.py). At
 initialisation the towers are the frozen encoders, so the scores are zero-shot's (text: the bank's
 text_pool=mean window feature) divided by the temperature, and the predictions are zero-shot's.

@@ -20,6 +20,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from spacewalk.errors import DataError
+from spacewalk.grid import EPS, cell_span
 
 # PyAV decodes forward through gaps up to this long instead of seeking: a seek lands on the keyframe
 # before the target and decodes from there anyway, so over short gaps it only adds work.
@@ -251,7 +252,6 @@ def _clean(error: Exception) -> str:
 
 # ---- sampling: which timestamps to decode for a window [start, end) ----
 
-_EPS = 1e-9  # keeps float noise (0.1 * 120 = 12.000000000000002) from adding a grid cell
 
 
 class GridSegment(NamedTuple):
@@ -279,7 +279,7 @@ def dense_timestamps(start: float, end: float, fps: float = 1.0) -> np.ndarray:
     _check_window(start, end)
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
-    n = max(0, math.ceil((end - start) * fps - _EPS))
+    n = max(0, math.ceil((end - start) * fps - EPS))  # 12.000000000000002 frames are 12, not 13
     return start + np.arange(n) / fps
 
 
@@ -291,8 +291,7 @@ def segment_timestamps(start: float, end: float, seconds: float = 12.0, fps: flo
     _check_window(start, end)
     if seconds <= 0:
         raise ValueError(f"seconds must be positive, got {seconds}")
-    first = math.floor(start / seconds + _EPS)
-    last = max(first, math.ceil(end / seconds - _EPS) - 1)
+    first, last = cell_span(start, end, seconds)
     segments = []
     for j in range(first, last + 1):
         t = dense_timestamps(j * seconds, (j + 1) * seconds, fps)

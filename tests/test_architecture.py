@@ -134,9 +134,8 @@ def test_the_checks_see_what_they_check():
 
 def test_no_shared_module_names_a_benchmark():
     # the tools find the benchmarks through the registry: a shared module that imported one would be a central
-    # list again. The exceptions serve Spacewalk-18 alone and sit at the top only for now (issue 21, point 5).
-    allowed = {"spacewalk.feature_bank", "spacewalk.timeline", "spacewalk.samples"}
-    shared = [m for m in LIBRARY if not any(in_package(m, b) for b in BENCHMARKS) and m not in allowed]
+    # list again (what serves one benchmark alone lives in its package: the feature bank, timelines, samples)
+    shared = [m for m in LIBRARY if not any(in_package(m, b) for b in BENCHMARKS)]
     assert {"spacewalk.score", "spacewalk.download", "spacewalk.benchmarks"} <= set(shared)
     naming = {m: sorted(n for n in GRAPH[m] if any(in_package(n, b) for b in BENCHMARKS)) for m in shared}
     assert {m: ns for m, ns in naming.items() if ns} == {}

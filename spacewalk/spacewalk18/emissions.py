@@ -25,12 +25,15 @@ its G is a full linear map of the layout, so its output blocks already weigh nar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
+
+from spacewalk.spacewalk18.dataset import NOT_ANNOTATED
+from spacewalk.spacewalk18.plan_decoding import Calibration
 
 RECORDING_CALIBRATIONS = ("none", "center", "standardize")
 
@@ -102,6 +105,17 @@ def pair_products(x: np.ndarray, steps: np.ndarray, left: Sequence[Block], right
                      @ np.asarray(steps[:, right[j][1]:right[j][2]], np.float64).T for i, j in pairs], axis=-1)
 
 
+def cell_scores(cells: np.ndarray, steps: np.ndarray,
+                blocks: tuple[Sequence[Block], Sequence[Block]] | None = None) -> np.ndarray:
+    """Each cell scored on its own, zero-shot: its features (the DataModule's layout: its transcript, its video)
+    against the recording's step features, so a cell's score uses nothing outside it: [C, K+1]; with `blocks`
+    (the layout's left and right blocks), split into products of blocks [C, K+1, P] (matching blocks sum to it)."""
+    if blocks is None:
+        return cells @ steps.T
+    left, right = blocks
+    return pair_products(cells, steps, left, right, block_pairs(left, right))
+
+
 def distinct_columns(features: Mapping[str, np.ndarray]) -> list[int]:
     """The products that are not copies of an earlier one on these features (zero-shot's two text blocks of
     the clip are the same text, so its products with a step block come twice): the fit drops the copies."""
@@ -159,3 +173,108 @@ class FusedCalibration:
 
         best = minimize(nll_and_grad, start, jac=True, method="L-BFGS-B", options={"maxiter": 500})
         return cls(tuple(float(x) for x in best.x[:p]), float(best.x[p]), tuple(columns))
+
+
+# --------------------------------------------------------------------------------------------------
+# the emissions a decoding run makes: each member's scores calibrated on val, their log-probabilities averaged
+
+
+@dataclass(frozen=True)
+class Emissions:
+    """How the decoder's emissions are made (one candidate of `decoding.emissions`, chosen on val with the
+    decoding grid): recording_calibration "none" (one calibration for every recording, fitted on val), "center"
+    or "standardize" (each recording's scores first re-expressed against what the setting may see of that
+    recording: `recording_normalized`, `window_normalized`); block_fusion: the scores split into products of the
+    narration / caption (/ video) blocks, weighed by weights fitted on val (`FusedCalibration`) instead of one
+    temperature."""
+
+    recording_calibration: str = "none"
+    block_fusion: bool = False
+
+    def __post_init__(self):
+        if self.recording_calibration not in RECORDING_CALIBRATIONS:
+            raise ValueError(f"decoding.emissions.recording_calibration must be among {RECORDING_CALIBRATIONS}, "
+                             f"got {self.recording_calibration!r}")
+
+    @staticmethod
+    def candidates(recording_calibrations: Sequence[str] = ("none",),
+                   block_fusions: Sequence[bool] = (False,)) -> list["Emissions"]:
+        """Every combination, block fusion outermost (the first candidate wins ties: the global calibration)."""
+        return [Emissions(str(rc), bool(bf)) for bf in block_fusions for rc in recording_calibrations]
+
+
+def fit_calibration(block_fusion: bool, scores: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]):
+    """`FusedCalibration` of block products, or one temperature (`Calibration`) of plain scores, fitted on val."""
+    return (FusedCalibration if block_fusion else Calibration).fit(scores, labels)
+
+
+def mean_log_probs(members: Sequence[Mapping[str, Any]], labels: Mapping[str, np.ndarray], key: str,
+                   emissions: Emissions = Emissions(), reference: str | None = None) -> tuple[
+        dict[str, np.ndarray], list[dict]]:
+    """Each member's scores calibrated on val (`labels`), then averaged: the ensemble's log-probabilities of
+    `key` ("val", "test" or "grid"), and the calibrations. A member is {key: {video: scores}}, with key +
+    "_blocks" the same split into block products. With a recording calibration, each video's scores (val's
+    too, before the fit) are first normalised against its `reference` rows (the grid: whole recording)."""
+    suffix = "_blocks" if emissions.block_fusion else ""
+    mode = emissions.recording_calibration
+    if mode != "none" and reference is None:
+        raise ValueError("a recording calibration needs the reference rows of each recording")
+
+    def normalized(m, k):
+        if mode == "none":
+            return m[k + suffix]
+        return {v: recording_normalized(s, m[reference + suffix][v], mode) for v, s in m[k + suffix].items()}
+
+    calibrations, per_member = [], []
+    for m in members:
+        c = fit_calibration(emissions.block_fusion, normalized(m, "val"), labels)
+        calibrations.append(c)
+        per_member.append({v: c.log_probs(s) for v, s in normalized(m, key).items()})
+    out = {v: np.mean([p[v] for p in per_member], axis=0) for v in per_member[0]}
+    return out, [asdict(c) for c in calibrations]
+
+
+@dataclass(frozen=True)
+class WindowRows:
+    """The samples of one recording as the DataModule indexes their windows: first_cell, num_cells and
+    query_pos [n] (the window's cells and the sample's own cell within them)."""
+
+    first_cell: np.ndarray
+    num_cells: np.ndarray
+    query_pos: np.ndarray
+
+
+def within_window_emissions(members: Sequence[Mapping[str, Any]], val_labels: Mapping[str, np.ndarray],
+                            cells: Mapping[str, Mapping[str, np.ndarray]], val_cell_labels: Mapping[str, np.ndarray],
+                            windows: Mapping[str, Mapping[str, WindowRows]], emissions: Emissions):
+    """The within-window decoder's emissions of val and test: (sample_log_probs, cell_log_probs, fitted), each
+    {split: {video: log-probabilities}}. The recipe's score of a sample is the only one of its kind a window
+    holds, so it is calibrated as it is (no recording calibration). `cells` {split: {video: [C, K+1(, P)]}}
+    are each cell's own scores (block products with block fusion); `val_cell_labels` {video: [C]} their
+    labels on val (NOT_ANNOTATED cells left out of the fit). Without a recording calibration the cells get one
+    calibration fitted on val's annotated cells; with one, each sample's window's cells are normalised against
+    that window alone and the calibration is fitted at val samples' own cells against their labels.
+    `fitted`: {"calibrations": the members', "cell_calibration": the cells'}."""
+    fitted: dict[str, Any] = {}
+    sample_log_probs = {}
+    for split in ("val", "test"):
+        sample_log_probs[split], fitted["calibrations"] = mean_log_probs(
+            members, val_labels, split, Emissions(block_fusion=emissions.block_fusion))
+    mode = emissions.recording_calibration
+    if mode == "none":
+        annotated = {v: labels != NOT_ANNOTATED for v, labels in val_cell_labels.items()}
+        cell_calibration = fit_calibration(emissions.block_fusion,
+                                           {v: cells["val"][v][annotated[v]] for v in val_cell_labels},
+                                           {v: val_cell_labels[v][annotated[v]] for v in val_cell_labels})
+        cell_log_probs = {split: {v: cell_calibration.log_probs(c) for v, c in cells[split].items()}
+                          for split in ("val", "test")}
+    else:
+        laid_out = {split: {v: window_normalized(cells[split][v], w.first_cell, w.num_cells, mode)
+                            for v, w in windows[split].items()} for split in ("val", "test")}
+        at_query = {v: laid_out["val"][v][np.arange(len(w.query_pos)), w.query_pos]
+                    for v, w in windows["val"].items()}
+        cell_calibration = fit_calibration(emissions.block_fusion, at_query, val_labels)
+        cell_log_probs = {split: {v: cell_calibration.log_probs(x) for v, x in laid_out[split].items()}
+                          for split in ("val", "test")}
+    fitted["cell_calibration"] = asdict(cell_calibration)
+    return sample_log_probs, cell_log_probs, fitted

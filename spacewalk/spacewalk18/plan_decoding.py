@@ -35,8 +35,9 @@ from scipy.linalg import expm
 from scipy.optimize import minimize
 from scipy.special import log_softmax
 
+from spacewalk import grid as cell_grid  # the module; `grid` names the decoder's grid samples here
 from spacewalk.hmm import forward_backward, viterbi
-from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, StepSample
+from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, StepSample, frame_of
 
 
 def _distribution(counts: Counter, support: Iterable[int], smoothing: float) -> dict[int, float]:
@@ -233,15 +234,22 @@ def grid_samples(recording: Recording, seconds: float) -> list[StepSample]:
     """Points every `seconds` over the whole recording (the centres of the feature bank's cells), labels
     unknown: where the whole-recording decoder observes, so that where the official samples lie (which
     depends on the labels: the sampler balances classes) tells it nothing."""
-    n = max(1, math.ceil(recording.duration / seconds - 1e-9))
-    times = np.minimum((np.arange(n) + 0.5) * seconds, recording.duration)
+    centres = (np.arange(cell_grid.num_cells(recording.duration, seconds)) + 0.5) * seconds
+    times = np.minimum(centres, recording.duration)
     return [StepSample(id=i, timestamp=float(t), frame_index=int(round(t * FPS)), label=0)
             for i, t in enumerate(times)]
 
 
+def cell_labels(recording: Recording, num_cells: int, seconds: float) -> np.ndarray:
+    """The annotated class at the centre of each of the recording's grid cells [j s, (j + 1) s) (the last
+    centre kept inside the recording): what a cell scored on its own is calibrated against on val."""
+    centres = np.minimum((np.arange(num_cells) + 0.5) * seconds, recording.duration - 1e-6)
+    return np.array([recording.label_at_frame(min(frame_of(t), recording.num_frames - 1)) for t in centres])
+
+
 def grid_cell(samples: Sequence[StepSample], seconds: float, num_cells: int) -> np.ndarray:
-    """The grid cell [j s, (j + 1) s) that holds each sample."""
-    return np.minimum((np.array([s.timestamp for s in samples]) // seconds).astype(np.int64), num_cells - 1)
+    """The grid cell [j s, (j + 1) s) that holds each sample (spacewalk.grid.cell_of)."""
+    return cell_grid.cell_of(np.array([s.timestamp for s in samples], dtype=np.float64), seconds, num_cells)
 
 
 @dataclass

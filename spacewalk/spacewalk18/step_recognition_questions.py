@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from spacewalk.durations import parse_duration
 from spacewalk.io import write_json
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
@@ -34,7 +35,7 @@ from spacewalk.spacewalk18.open import open_spacewalk18
 from spacewalk.spacewalk18.question_answering import choices_block
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.summaries import check_summary, steps_in_window, summary_parts
-from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, parse_duration
+from spacewalk.spacewalk18.windows import TranscriptIndex, context_window
 
 PREDICTIONS_FILE = "predictions.json"
 

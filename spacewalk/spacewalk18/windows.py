@@ -8,7 +8,6 @@ is its sentences joined by single spaces in file order.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -39,19 +38,6 @@ def context_windows(t: np.ndarray, w: float, duration: float) -> tuple[np.ndarra
     """`context_window` for an array of times (any shape) of one recording: (start, end), the same rule."""
     t = np.asarray(t, dtype=np.float64)
     return np.maximum(t - w / 2, 0.0), np.minimum(t + w / 2, duration)
-
-
-_UNITS = {"s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600}
-
-
-def parse_duration(text: str | float | int) -> float:
-    """'5min' -> 300.0, '30s' -> 30.0, '1.5h' -> 5400.0; a bare number is seconds."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", str(text).lower())
-    if not m or m.group(2) not in _UNITS | {"": 1}:
-        raise ValueError(f"cannot read a duration from {text!r}; write e.g. 30s, 5min, 1h")
-    return float(m.group(1)) * _UNITS.get(m.group(2), 1)
 
 
 class TranscriptIndex:

@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from spacewalk.spacewalk18.windows import parse_duration
+from spacewalk.durations import parse_duration
 
 # `context: 5min` in a config, read as seconds where a number is needed: ${seconds:${context}}
 OmegaConf.register_new_resolver("seconds", parse_duration, replace=True)

@@ -9,12 +9,18 @@ more than this run's window). Writes into <run>/decoded/<name>/: predictions.jso
 labels and the per-class posteriors as scores), metrics.json (test metrics, the chosen settings and
 calibrations, and the val metrics of every candidate), timelines/ (true, raw and decoded rows) and
 confusion/ (per test recording).
+
+This module is the orchestration: it reads `cfg.decoding`, runs the models (Lightning, the ensemble's
+checkpoints) for their scores, and writes the files. The arithmetic takes plain values and lives beside the
+decoder: the calibrations, their ensemble average and the within-window emissions in
+spacewalk/spacewalk18/emissions.py, the plan, the decoders, the cells' labels and the settings' choice in
+spacewalk/spacewalk18/plan_decoding.py.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -23,11 +29,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from spacewalk.io import write_json
-from spacewalk.spacewalk18.dataset import NOT_ANNOTATED, frame_of
-from spacewalk.spacewalk18.emissions import (RECORDING_CALIBRATIONS, FusedCalibration, block_pairs, pair_products,
-                                             recording_normalized, window_normalized)
-from spacewalk.spacewalk18.plan_decoding import (Calibration, DecodeSettings, PlanModel, WholeRecordingDecoder,
-                                                 WithinWindowDecoder, choose_settings, grid_samples)
+from spacewalk.spacewalk18.emissions import (Emissions, WindowRows, block_pairs, cell_scores, mean_log_probs,
+                                             pair_products, within_window_emissions)
+from spacewalk.spacewalk18.plan_decoding import (DecodeSettings, PlanModel, WholeRecordingDecoder, WithinWindowDecoder,
+                                                 cell_labels, choose_settings, grid_samples)
 from spacewalk.spacewalk18.plan_prior import PlanPriorBaseline
 from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
@@ -95,32 +100,25 @@ def _labels(samples: Mapping[str, list]) -> dict[str, np.ndarray]:
     return {v: np.array([s.label for s in ss]) for v, ss in samples.items()}
 
 
-def _cell_scores(datamodule, split: str) -> dict[str, np.ndarray]:
-    """Each 12 s cell scored on its own, zero-shot: the cell's features (its transcript; its video) against the
-    recording's step features, in the DataModule's layout, so a cell's score uses nothing outside it."""
+def _cell_scores(datamodule, split: str, blocks: bool = False) -> dict[str, np.ndarray]:
+    """Each 12 s cell of the split's recordings scored on its own (emissions.cell_scores), in the DataModule's
+    layout; with `blocks`, split into products of blocks."""
+    layout = datamodule.layout_blocks() if blocks else None
     out = {}
     for r, v in enumerate(datamodule.video_ids[split]):
         bank = datamodule.bank.load(v)
         cells = datamodule.layout(bank.video, bank.cell_text, bank.cell_text)
-        out[v] = cells @ datamodule.step_features[split][r].T
+        out[v] = cell_scores(cells, datamodule.step_features[split][r], layout)
     return out
 
 
-def _cell_blocks(datamodule, split: str) -> dict[str, np.ndarray]:
-    """`_cell_scores` split into products of blocks ([C, K+1, P] per video; matching blocks sum to it)."""
-    left, right = datamodule.layout_blocks()
-    pairs = block_pairs(left, right)
-    out = {}
+def _window_rows(datamodule, split: str) -> dict[str, WindowRows]:
+    """Each recording's samples' windows in cells, as the DataModule indexed them."""
+    ix, out = datamodule.splits[split], {}
     for r, v in enumerate(datamodule.video_ids[split]):
-        bank = datamodule.bank.load(v)
-        cells = datamodule.layout(bank.video, bank.cell_text, bank.cell_text)
-        out[v] = pair_products(cells, datamodule.step_features[split][r], left, right, pairs)
+        rows = ix.recording == r
+        out[v] = WindowRows(ix.first_cell[rows], ix.num_cells[rows], ix.query_pos[rows])
     return out
-
-
-def _cell_labels(recording, num_cells: int, seconds: float) -> np.ndarray:
-    centres = np.minimum((np.arange(num_cells) + 0.5) * seconds, recording.duration - 1e-6)
-    return np.array([recording.label_at_frame(min(frame_of(t), recording.num_frames - 1)) for t in centres])
 
 
 def _scores(model, datamodule, whole_recording: bool, grids: Mapping[str, list] | None,
@@ -157,57 +155,9 @@ def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids, bl
     return _scores(model, datamodule, whole_recording, grids, blocks)
 
 
-@dataclass(frozen=True)
-class Emissions:
-    """How the decoder's emissions are made (`decoding.emissions`, each a list of candidates chosen on val with
-    the grid): recording_calibration "none" (one calibration for every recording, fitted on val), "center" or
-    "standardize" (each recording's scores first re-expressed against what the setting may see of that
-    recording: spacewalk/spacewalk18/emissions.py); block_fusion: the scores split into products of the
-    narration / caption (/ video) blocks, weighed by weights fitted on val (FusedCalibration) instead of one
-    temperature."""
-
-    recording_calibration: str = "none"
-    block_fusion: bool = False
-
-    def __post_init__(self):
-        if self.recording_calibration not in RECORDING_CALIBRATIONS:
-            raise ValueError(f"decoding.emissions.recording_calibration must be among {RECORDING_CALIBRATIONS}, "
-                             f"got {self.recording_calibration!r}")
-
-    @staticmethod
-    def candidates(cfg: DictConfig) -> list["Emissions"]:
-        e = cfg.decoding.get("emissions") or {}
-        return [Emissions(str(rc), bool(bf)) for bf in e.get("block_fusion", [False])
-                for rc in e.get("recording_calibration", ["none"])]
-
-
-def _fit(fusion: bool, scores: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]):
-    return (FusedCalibration if fusion else Calibration).fit(scores, labels)
-
-
-def _mean_log_probs(members: list[dict[str, Any]], labels: Mapping[str, np.ndarray], key: str,
-                    emissions: Emissions = Emissions(), reference: str | None = None) -> tuple[
-        dict[str, np.ndarray], list[dict]]:
-    """Each member's scores calibrated on val (`labels`), then averaged: the ensemble's log-probabilities of
-    `key` ("val", "test" or "grid"), and the calibrations. With a recording calibration, each video's scores
-    (val's too, before the fit) are first normalised against its `reference` rows (the grid: whole recording)."""
-    suffix = "_blocks" if emissions.block_fusion else ""
-    mode = emissions.recording_calibration
-    if mode != "none" and reference is None:
-        raise ValueError("a recording calibration needs the reference rows of each recording")
-
-    def normalized(m, k):
-        if mode == "none":
-            return m[k + suffix]
-        return {v: recording_normalized(s, m[reference + suffix][v], mode) for v, s in m[k + suffix].items()}
-
-    calibrations, per_member = [], []
-    for m in members:
-        c = _fit(emissions.block_fusion, normalized(m, "val"), labels)
-        calibrations.append(c)
-        per_member.append({v: c.log_probs(s) for v, s in normalized(m, key).items()})
-    out = {v: np.mean([p[v] for p in per_member], axis=0) for v in per_member[0]}
-    return out, [asdict(c) for c in calibrations]
+def _emission_candidates(cfg: DictConfig) -> list[Emissions]:
+    e = cfg.decoding.get("emissions") or {}
+    return Emissions.candidates(e.get("recording_calibration", ["none"]), e.get("block_fusion", [False]))
 
 
 def _decoder_and_runners(cfg: DictConfig, datamodule, model, output_dir: Path):
@@ -217,7 +167,7 @@ def _decoder_and_runners(cfg: DictConfig, datamodule, model, output_dir: Path):
     dataset = datamodule.dataset
     samples = datamodule.samples
     whole = dc.name == "whole_recording"
-    variants = Emissions.candidates(cfg)
+    variants = _emission_candidates(cfg)
     blocks = any(e.block_fusion for e in variants)
     plan = PlanModel.fit(dataset.split("train"), max_offset=dc.max_offset, smoothing=dc.smoothing)
     seconds = datamodule.bank.config.segment_seconds
@@ -236,7 +186,7 @@ def _decoder_and_runners(cfg: DictConfig, datamodule, model, output_dir: Path):
         decoder = WholeRecordingDecoder(plan, PlanPriorBaseline().fit(dataset, "train"))
         for emissions in variants:
             fitted = dict(common)
-            grid_log_probs, fitted["calibrations"] = _mean_log_probs(members, val_labels, "grid", emissions, "grid")
+            grid_log_probs, fitted["calibrations"] = mean_log_probs(members, val_labels, "grid", emissions, "grid")
 
             def run(split, settings, grid_log_probs=grid_log_probs):
                 return {v: decoder.decode(dataset.recordings[v], grids[v], grid_log_probs[v], samples[split][v],
@@ -245,49 +195,19 @@ def _decoder_and_runners(cfg: DictConfig, datamodule, model, output_dir: Path):
             runners.append((emissions, fitted, run))
         return runners
     decoder = WithinWindowDecoder(plan, seconds)
-    cell_raw = {split: _cell_scores(datamodule, split) for split in ("val", "test")}
-    cell_blocks = {split: _cell_blocks(datamodule, split) for split in ("val", "test")} if blocks else None
-    val_cells = {v: _cell_labels(dataset.recordings[v], len(s), seconds) for v, s in cell_raw["val"].items()}
-    annotated = {v: labels != NOT_ANNOTATED for v, labels in val_cells.items()}
+    cells = {split: _cell_scores(datamodule, split) for split in ("val", "test")}
+    cell_blocks = {split: _cell_scores(datamodule, split, blocks=True) for split in ("val", "test")} if blocks else None
+    val_cells = {v: cell_labels(dataset.recordings[v], len(c), seconds) for v, c in cells["val"].items()}
+    windows = {split: _window_rows(datamodule, split) for split in ("val", "test")}
     for emissions in variants:
-        fitted = dict(common)
-        sample_log_probs = {}
-        for split in ("val", "test"):  # the recipe's score is the only one of its kind a window holds: as it is
-            sample_log_probs[split], fitted["calibrations"] = _mean_log_probs(
-                members, val_labels, split, Emissions(block_fusion=emissions.block_fusion))
-        cells = cell_blocks if emissions.block_fusion else cell_raw
-        mode = emissions.recording_calibration
-        if mode == "none":
-            cell_calibration = _fit(emissions.block_fusion, {v: cells["val"][v][annotated[v]] for v in val_cells},
-                                    {v: val_cells[v][annotated[v]] for v in val_cells})
-            cell_log_probs = {split: {v: cell_calibration.log_probs(c) for v, c in cells[split].items()}
-                              for split in ("val", "test")}
-        else:
-            # each sample's window's cells, normalised against that window alone; fitted on val at the samples'
-            # own cells against their labels
-            windows = {}
-            for split in ("val", "test"):
-                ix = datamodule.splits[split]
-                windows[split] = {}
-                for r, v in enumerate(datamodule.video_ids[split]):
-                    rows = ix.recording == r
-                    windows[split][v] = window_normalized(cells[split][v], ix.first_cell[rows], ix.num_cells[rows],
-                                                          mode)
-            ix = datamodule.splits["val"]
-            at_query = {v: windows["val"][v][np.arange(int((ix.recording == r).sum())), ix.query_pos[ix.recording == r]]
-                        for r, v in enumerate(datamodule.video_ids["val"])}
-            cell_calibration = _fit(emissions.block_fusion, at_query, val_labels)
-            cell_log_probs = {split: {v: cell_calibration.log_probs(w) for v, w in windows[split].items()}
-                              for split in ("val", "test")}
-        fitted["cell_calibration"] = asdict(cell_calibration)
+        sample_log_probs, cell_log_probs, fitted = within_window_emissions(
+            members, val_labels, cell_blocks if emissions.block_fusion else cells, val_cells, windows, emissions)
+        fitted = common | fitted
 
         def run(split, settings, cell_log_probs=cell_log_probs, sample_log_probs=sample_log_probs):
-            ix, out = datamodule.splits[split], {}
-            for r, v in enumerate(datamodule.video_ids[split]):
-                rows = ix.recording == r
-                out[v] = decoder.decode(dataset.recordings[v], cell_log_probs[split][v], sample_log_probs[split][v],
-                                        ix.first_cell[rows], ix.num_cells[rows], ix.query_pos[rows], settings)
-            return out
+            return {v: decoder.decode(dataset.recordings[v], cell_log_probs[split][v], sample_log_probs[split][v],
+                                      w.first_cell, w.num_cells, w.query_pos, settings)
+                    for v, w in windows[split].items()}
 
         runners.append((emissions, fitted, run))
     return runners
@@ -326,7 +246,7 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
                                           "emissions": asdict(emissions), **fitted, **result,
                                           "val_candidates": table})
     if plots:
-        from spacewalk.timeline import plot_confusion, plot_timeline
+        from spacewalk.spacewalk18.timeline import plot_confusion, plot_timeline
 
         raw_predictions = read_raw_predictions(output_dir, datamodule, raw)
         for v, d in decoded.items():

@@ -64,7 +64,7 @@ def _report(cfg: DictConfig, datamodule, output_dir: Path, test: dict[str, Any],
 
     write_retrieval_predictions(output_dir / "predictions.json", predictions)
     metrics = {"split": "test", **test, "val": val, "context_seconds": datamodule.context_seconds,
-               "modalities": datamodule.modalities, "sample_sources": dict(datamodule.sources), **extra}
+               "modalities": str(datamodule.modalities), "sample_sources": dict(datamodule.sources), **extra}
     write_json(output_dir / "metrics.json", metrics)
     if cfg.get("plots", True):
         samples, recordings = datamodule.samples["test"], datamodule.dataset.recordings

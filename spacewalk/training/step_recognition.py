@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 def draw_pictures(datamodule, output_dir: Path) -> None:
     """timelines/<video>.png and confusion/<video>.png of the test predictions."""
     from spacewalk.spacewalk18.predictions import read_step_predictions
-    from spacewalk.timeline import plot_confusion, plot_timeline
+    from spacewalk.spacewalk18.timeline import plot_confusion, plot_timeline
 
     samples = datamodule.samples["test"]
     recordings = datamodule.dataset.recordings

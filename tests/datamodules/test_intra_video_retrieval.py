@@ -12,15 +12,16 @@ import pytest
 import torch
 
 from conftest import REPO
+from datamodules.bank_windows import window_text_features
 from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule
-from datamodules.step_recognition import window_text_features
+from datamodules.step_recognition import StepRecognitionDataModule
 from fakes import FakeText
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead, TwoTowerHead, break_ties
 from models.intra_video_retrieval_baselines import TWFinchRetrieval
 from spacewalk.errors import DataError
-from spacewalk.feature_bank import BankConfig
 from spacewalk.io import load_json
 from spacewalk.spacewalk18.dataset import FPS, Spacewalk18
+from spacewalk.spacewalk18.feature_bank import BankConfig
 from spacewalk.spacewalk18.predictions import write_retrieval_predictions
 from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
 from spacewalk.spacewalk18.synthetic import ensure_dataset
@@ -79,6 +80,18 @@ def test_sample_sources_official_and_errors(synthetic_root, tmp_path):
     # the paper's video modality on a text-only bank: a clear error naming the bank folder
     with pytest.raises(DataError, match="video features are wanted"):
         datamodule(synthetic_root, tmp_path / "bank", FakeText(dim=8), 30.0, modalities="video")
+
+
+def test_both_bank_data_modules_recheck_the_bank_after_building(synthetic_root, tmp_path, monkeypatch):
+    # a build that leaves a recording stale is caught before any window is read (datamodules/bank_windows.py)
+    for dm in (datamodule(synthetic_root, tmp_path / "bank", FakeText(dim=8), 30.0),
+               StepRecognitionDataModule(Spacewalk18(synthetic_root), tmp_path / "bank", text_encoder=FakeText(dim=8),
+                                         bank_config=BankConfig(segment_seconds=12.0))):
+        monkeypatch.setattr(dm.bank, "build", lambda *args, **kwargs: [])
+        with pytest.raises(RuntimeError, match="still stale after building"):
+            dm.setup()
+    with pytest.raises(ValueError, match=r"modalities must be one of .* got 'audio'"):
+        datamodule(synthetic_root, tmp_path / "bank", FakeText(dim=8), 30.0, modalities="audio")
 
 
 def test_features_that_know_the_segment_score_100_through_the_module(synthetic_root, tmp_path):

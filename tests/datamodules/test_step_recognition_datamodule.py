@@ -10,7 +10,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from datamodules.step_recognition import StepRecognitionDataModule, window_text_features
+from datamodules.bank_windows import window_text_features
+from datamodules.step_recognition import StepRecognitionDataModule
 from models.heads import LinearHead
 from models.step_recognition import StepRecognitionModule
 from spacewalk.errors import DataError
@@ -232,7 +233,7 @@ def test_each_process_collates_its_share_of_the_global_batch(dataset, tmp_path):
 
 
 def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset, tmp_path):
-    from spacewalk.feature_bank import _probe, _resize
+    from spacewalk.spacewalk18.feature_bank import _probe, _resize
     from spacewalk.video import open_video, sparse_timestamps
 
     encoder = FakeFrameVideo()
@@ -264,7 +265,7 @@ def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset
 
 
 def reader_frames(rec, times):
-    from spacewalk.feature_bank import _probe, _resize
+    from spacewalk.spacewalk18.feature_bank import _probe, _resize
     from spacewalk.video import open_video
 
     height, width, _ = _probe(rec.video_path, rec.video_id)

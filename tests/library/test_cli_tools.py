@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from spacewalk import download, samples
+from spacewalk import download
 from spacewalk.benchmarks import find
+from spacewalk.spacewalk18 import samples
 
 
 def test_samples_cli_reproduces_the_official_file(real_spacewalk18_root, tmp_path):

@@ -268,7 +268,8 @@ def test_segments_are_whole_cells_of_the_grid_at_zero():
     assert [c[0] for c in cells(5, 13)] == [0, 1]  # cells overlapping the window, not clipped to it
     assert [c[0] for c in cells(12, 24)] == [1]  # a window ending on a boundary takes no extra cell
     assert [c[0] for c in cells(13, 13)] == [1]  # an empty window still sits in one cell
-    assert [c[0] for c in cells(0.1 * 120, 0.1 * 240)] == [1]  # float noise adds no cell
+    # float noise adds no cell: (0.1 + 0.2) * 80 is 24.000000000000004 (0.1 * 240 would be exactly 24.0)
+    assert (0.1 + 0.2) * 80 > 24 and [c[0] for c in cells((0.1 + 0.2) * 40, (0.1 + 0.2) * 80)] == [1]
     assert cells(0, 8, seconds=4, fps=0.5) == [(0, 0, 4, [0, 2]), (1, 4, 8, [4, 6])]
     # the recording's last cell is partial; cells wholly past its end are dropped
     assert cells(0, 40, duration=30)[-1] == (2, 24, 36, list(range(24, 30)))

@@ -1,4 +1,4 @@
-"""All-layer fine-tuning: the encoder-inputs DataModule (decoding in the loop) and the trainable towers."""
+"""All-layer fine-tuning: the all-layer DataModule (decoding in the loop) and the trainable towers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import tiny_clip, tiny_videomae, tiny_xclip
-from datamodules.encoder_inputs import EncoderInputsDataModule
+from datamodules.all_layer import AllLayerDataModule
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.all_layer import AllLayerModule, TrainableTowers, freeze_first_blocks
 from spacewalk import encoders
@@ -37,8 +37,8 @@ VIDEO_TOWERS = {"open_clip": tiny_clip, "xclip": tiny_xclip, "videomae": tiny_vi
 
 
 def make(root, bank_dir, modalities, text, video=None, **kw):
-    dm = EncoderInputsDataModule(Spacewalk18(root), bank_dir, text_encoder=text, video_encoder=video,
-                                 bank_config=BANK, context_seconds=60.0, modalities=modalities, **kw)
+    dm = AllLayerDataModule(Spacewalk18(root), bank_dir, text_encoder=text, video_encoder=video,
+                            bank_config=BANK, context_seconds=60.0, modalities=modalities, **kw)
     dm.setup()
     return dm
 
@@ -260,7 +260,7 @@ def test_the_recipe_and_the_paper_settings_compose():
 
     cfg = compose_train("model=all_layer", "modalities=text")
     assert cfg.model._target_ == "models.all_layer.AllLayerModule"
-    assert cfg.datamodule._target_ == "datamodules.encoder_inputs.EncoderInputsDataModule"
+    assert cfg.datamodule._target_ == "datamodules.all_layer.AllLayerDataModule"
     assert (cfg.model.optimizer._target_, cfg.model.optimizer.lr, cfg.model.optimizer.weight_decay) == \
         ("torch.optim.AdamW", 4e-6, 0.2)
     assert (cfg.datamodule.batch_size, cfg.trainer.max_epochs, cfg.model.warmup_fraction) == (16, 1, 0.1)
@@ -309,8 +309,8 @@ def test_video_cells_at_the_bank_fps_start_from_the_bank(root, tmp_path, minilm,
     video = VIDEO_TOWERS[family]()
     bank = {**BANK, "frame_size": 64}  # the synthetic videos' own size: the bank does not resize
     args = dict(text_encoder=minilm, video_encoder=video, bank_config=bank, context_seconds=60.0, modalities="video")
-    dm = EncoderInputsDataModule(Spacewalk18(root), tmp_path / "bank", frames="cells", video_backend="pyav",
-                                 text_cells="avg", batch_size=3, eval_batch_size=4, **args)
+    dm = AllLayerDataModule(Spacewalk18(root), tmp_path / "bank", frames="cells", video_backend="pyav",
+                            text_cells="avg", batch_size=3, eval_batch_size=4, **args)
     dm.setup()
     frozen = StepRecognitionDataModule(Spacewalk18(root), tmp_path / "bank", cells=True, batch_size=4,
                                        eval_batch_size=4, **args)
@@ -339,4 +339,4 @@ def test_video_cells_at_the_bank_fps_start_from_the_bank(root, tmp_path, minilm,
     lfb(train).square().sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in lfb.video.parameters())
     with pytest.raises(ValueError, match="frames=cells"):
-        EncoderInputsDataModule(Spacewalk18(root), tmp_path / "bank", text_cells="avg", **args)
+        AllLayerDataModule(Spacewalk18(root), tmp_path / "bank", text_cells="avg", **args)

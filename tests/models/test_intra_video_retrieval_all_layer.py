@@ -15,7 +15,7 @@ import torch
 
 from conftest import REPO, tiny_clip
 from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule
-from datamodules.intra_video_retrieval_encoder_inputs import EncoderRetrievalDataModule
+from datamodules.intra_video_retrieval_all_layer import AllLayerRetrievalDataModule
 from models.all_layer import TrainableTowers
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead
 from models.intra_video_retrieval_all_layer import AllLayerRetrievalModule
@@ -49,7 +49,7 @@ def make(cls, root, bank_dir, modalities, text, video=None, **kw):
 
 
 def test_the_text_tower_starts_as_zero_shot_on_the_same_windows(root, tmp_path, minilm):
-    dm = make(EncoderRetrievalDataModule, root, tmp_path / "bank", "text", minilm, eval_batch_size=12)
+    dm = make(AllLayerRetrievalDataModule, root, tmp_path / "bank", "text", minilm, eval_batch_size=12)
     zero = make(IntraVideoRetrievalDataModule, root, tmp_path / "bank", "text", minilm)  # text_pool=mean, zero
     assert not (tmp_path / "bank").exists() or zero.bank  # the all-layer DataModule itself builds no bank
     for name in ("video_index", "sample_id", "label"):
@@ -69,7 +69,7 @@ def test_the_text_tower_starts_as_zero_shot_on_the_same_windows(root, tmp_path, 
 
 def test_three_windows_of_frames_and_shares_of_a_global_batch(root, tmp_path, minilm):
     video = tiny_clip(num_frames=3)
-    dm = make(EncoderRetrievalDataModule, root, tmp_path / "bank", "video+text", minilm, video, batch_size=6,
+    dm = make(AllLayerRetrievalDataModule, root, tmp_path / "bank", "video+text", minilm, video, batch_size=6,
               max_sentences=2, video_backend="pyav")
     dm.trainer = None
     one = next(iter(dm._loader("train", shuffle=True)))
@@ -189,7 +189,7 @@ def test_the_config_keeps_the_paper_settings():
     assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-6, 1e-6)  # EgoVLP's (BENCHMARKS 1.7)
     assert (cfg.trainer.max_epochs, cfg.datamodule.batch_size) == (1, 32)
     assert cfg.model.head.text_blocks == 1 and cfg.datamodule.context_seconds == 30.0
-    assert cfg.datamodule._target_ == "datamodules.intra_video_retrieval_encoder_inputs.EncoderRetrievalDataModule"
+    assert cfg.datamodule._target_ == "datamodules.intra_video_retrieval_all_layer.AllLayerRetrievalDataModule"
 
 
 @pytest.mark.slow

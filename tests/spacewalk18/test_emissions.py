@@ -6,10 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spacewalk.spacewalk18.emissions import (FusedCalibration, block_pairs, distinct_columns, pair_products,
-                                             recording_normalized, window_normalized)
-from spacewalk.spacewalk18.plan_decoding import Calibration, DecodeSettings, PlanModel, WithinWindowDecoder
-from test_plan_decoding import noisy_recording
+from spacewalk.spacewalk18.dataset import NOT_ANNOTATED
+from spacewalk.spacewalk18.emissions import (Emissions, FusedCalibration, WindowRows, block_pairs, cell_scores,
+                                             distinct_columns, mean_log_probs, pair_products, recording_normalized,
+                                             window_normalized, within_window_emissions)
+from spacewalk.spacewalk18.plan_decoding import (Calibration, DecodeSettings, PlanModel, WithinWindowDecoder,
+                                                 cell_labels)
+from test_plan_decoding import noisy_recording, recording
 
 
 def test_recording_normalized_centres_and_scales_against_the_reference():
@@ -99,6 +102,81 @@ def test_the_window_decoder_takes_cells_laid_out_per_window():
     laid_out = decoder.decode(rec, window_normalized(cells, first, num, "none"), samples, first, num, query,
                               settings)
     np.testing.assert_allclose(laid_out.posteriors, per_cell.posteriors)
+
+
+# ------------------------------------------------------------------------- a decoding run's emissions
+
+
+def test_emission_candidates_put_the_global_calibration_first():
+    assert Emissions.candidates() == [Emissions()]
+    assert Emissions.candidates(["none", "center"], [False, True]) == [
+        Emissions("none", False), Emissions("center", False), Emissions("none", True), Emissions("center", True)]
+    with pytest.raises(ValueError, match="recording_calibration must be among"):
+        Emissions("per_video")
+
+
+def scored_members(rng, n_members=2):
+    """Members of an ensemble on two videos: val / test scores whose labels follow them, and block products."""
+    labels = {v: rng.integers(0, 4, size=n) for v, n in (("a", 300), ("b", 200))}
+    members = []
+    for scale in (2.0, 5.0)[:n_members]:
+        m = {}
+        for split in ("val", "test"):
+            m[split] = {v: scale * np.eye(4)[y] + rng.normal(size=(len(y), 4)) for v, y in labels.items()}
+            m[split + "_blocks"] = {v: np.stack([x / 2, x / 2], axis=-1) for v, x in m[split].items()}
+        members.append(m)
+    return members, labels
+
+
+def test_mean_log_probs_average_each_members_own_calibration():
+    members, labels = scored_members(np.random.default_rng(6))
+    out, calibrations = mean_log_probs(members, labels, "test")
+    fitted = [Calibration.fit(m["val"], labels) for m in members]
+    assert calibrations == [{"temperature": c.temperature, "irrelevant_bias": c.irrelevant_bias} for c in fitted]
+    for v in labels:
+        np.testing.assert_allclose(out[v], np.mean([c.log_probs(m["test"][v]) for c, m in zip(fitted, members)],
+                                                   axis=0))
+    # the weaker member (scale 2) is calibrated to a higher temperature than the stronger one
+    assert calibrations[0]["temperature"] > calibrations[1]["temperature"]
+    fused, fused_calibrations = mean_log_probs(members, labels, "test", Emissions(block_fusion=True))
+    assert set(fused) == set(labels) and "weights" in fused_calibrations[0]
+    with pytest.raises(ValueError, match="reference rows"):
+        mean_log_probs(members, labels, "test", Emissions("center"))
+
+
+def test_within_window_emissions_fit_the_cells_on_annotated_val_cells_or_at_the_samples_own_cells():
+    rng = np.random.default_rng(7)
+    members, labels = scored_members(rng, n_members=1)
+    cell_labels_ = {v: rng.integers(0, 4, size=30) for v in labels}
+    cell_labels_["a"][:5] = NOT_ANNOTATED
+    cells = {split: {v: 3 * np.eye(4)[np.maximum(y, 0)] + rng.normal(size=(30, 4)) for v, y in cell_labels_.items()}
+             for split in ("val", "test")}
+    windows = {split: {v: WindowRows(np.clip(np.arange(len(y)) % 30 - 2, 0, None),
+                                     np.full(len(y), 3), np.minimum(np.arange(len(y)) % 30, 2))
+                       for v, y in labels.items()} for split in ("val", "test")}
+    samples, cell_log_probs, fitted = within_window_emissions(members, labels, cells, cell_labels_, windows,
+                                                              Emissions())
+    expected = Calibration.fit({v: c[cell_labels_[v] != NOT_ANNOTATED] for v, c in cells["val"].items()},
+                               {v: y[y != NOT_ANNOTATED] for v, y in cell_labels_.items()})
+    assert fitted["cell_calibration"] == {"temperature": expected.temperature,
+                                          "irrelevant_bias": expected.irrelevant_bias}
+    np.testing.assert_allclose(cell_log_probs["test"]["b"], expected.log_probs(cells["test"]["b"]))
+    np.testing.assert_allclose(samples["val"]["a"], mean_log_probs(members, labels, "val")[0]["a"])
+    assert len(fitted["calibrations"]) == 1
+    # against each window alone: the cells laid out per window, fitted at the samples' own cells
+    _, laid_out, _ = within_window_emissions(members, labels, cells, cell_labels_, windows, Emissions("center"))
+    assert laid_out["test"]["a"].shape == (len(labels["a"]), 3, 4)
+
+
+def test_cells_are_scored_alone_and_labelled_at_their_centres():
+    rng = np.random.default_rng(8)
+    cells, steps = rng.normal(size=(5, 6)), rng.normal(size=(3, 6))
+    np.testing.assert_allclose(cell_scores(cells, steps), cells @ steps.T)
+    layout = [("text", 0, 3), ("text", 3, 6)]
+    products = cell_scores(cells, steps, (layout, layout))
+    np.testing.assert_allclose(products[..., 0] + products[..., 3], cells @ steps.T)
+    rec = recording([1, 0, 2], [30.0, 6.0, 24.0], num_steps=2)  # 60 s: cells of 12 s centred at 6, 18, 30, 42, 54
+    assert cell_labels(rec, 5, 12.0).tolist() == [1, 1, 0, 2, 2]
 
 
 # ------------------------------------------------------------------------- the recipe's scores in blocks

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from spacewalk.errors import DataError
-from spacewalk.feature_bank import BankConfig, FeatureBank, RecordingBank, num_cells
+from spacewalk.grid import num_cells
+from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
 from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.video import dense_timestamps, segment_timestamps
@@ -49,7 +50,8 @@ def grid_bank(duration: float, k: float = 12.0) -> RecordingBank:
 def test_cell_grid_at_its_edges():
     bank = grid_bank(125.0)
     assert bank.num_cells == 11 and num_cells(120.0, 12) == 10 and num_cells(120.5, 12) == 11
-    assert [bank.cell_of(t) for t in (0, 11.999, 12, 0.1 * 120, 119.99, 120, 125)] == [0, 0, 1, 1, 9, 10, 10]
+    # 12 * (0.7 / 0.1) / 7 is 11.999999999999998: float noise, still cell 1
+    assert [bank.cell_of(t) for t in (0, 11.999, 12, 12 * (0.7 / 0.1) / 7, 119.99, 120, 125)] == [0, 0, 1, 1, 9, 10, 10]
     assert bank.cells_in(0, 125).tolist() == list(range(11))
     assert bank.cells_in(12, 24).tolist() == [1]  # half-open: 24 belongs to the next cell
     assert bank.cells_in(11.5, 12.5).tolist() == [0, 1]
@@ -250,7 +252,7 @@ def test_video_changes_and_a_recording_without_video(synthetic_copy, tmp_path, c
     ids = list(data.recordings)
     data.recordings[ids[0]].video_path.unlink()
     directory = tmp_path / "bank"
-    with caplog.at_level(logging.WARNING, logger="spacewalk.feature_bank"):
+    with caplog.at_level(logging.WARNING, logger="spacewalk.spacewalk18.feature_bank"):
         bank = FeatureBank(directory, data, FakeText(), FakeVideo(), SMALL)
         assert bank.build(progress=False) == ids
         assert bank.load(ids[0]).video is None and bank.load(ids[1]).video is not None
@@ -416,7 +418,7 @@ class FrameIds(FakeVideo):
 
 
 def test_a_29_97_fps_recording_is_read_on_the_benchmark_clock(tiny_root, tmp_path, monkeypatch):
-    from spacewalk import feature_bank
+    from spacewalk.spacewalk18 import feature_bank
 
     data = Spacewalk18(tiny_root)
     rec = data.recordings["01012020"]

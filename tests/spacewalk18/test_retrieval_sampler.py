@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spacewalk.io import load_json
-from spacewalk.samples import main
+from spacewalk.spacewalk18.samples import main
 from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, RETRIEVAL_DIR, Segment, Spacewalk18
 from spacewalk.spacewalk18.retrieval_sampler import (RetrievalSamplerConfig, recording_retrieval_samples,
                                                      retrieval_samples, video_rng)

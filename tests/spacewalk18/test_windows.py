@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from spacewalk.spacewalk18.dataset import FPS, Sentence, Spacewalk18
-from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, context_windows, parse_duration
+from spacewalk.durations import parse_duration
+from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, context_windows
 
 ALL_LENGTHS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min"]
 
@@ -41,17 +42,6 @@ def test_overlap_is_strict_and_in_file_order():
     assert idx.text_in(context_window(15.0, 10.2, 100.0)) == "b a c"  # file order, single spaces
     assert idx.text_in(context_window(40.0, 2.0, 100.0)) == "d"  # a zero-length sentence inside the window
     assert idx.text_in(context_window(39.0, 2.0, 100.0)) == ""  # ... but not one on its edge
-
-
-@pytest.mark.parametrize("text,seconds", [("5s", 5), ("30s", 30), ("1min", 60), ("20min", 1200), ("1.5h", 5400),
-                                          (12, 12)])
-def test_parse_duration(text, seconds):
-    assert parse_duration(text) == seconds
-
-
-def test_parse_duration_rejects_garbage():
-    with pytest.raises(ValueError, match="cannot read a duration"):
-        parse_duration("5 fortnights")
 
 
 def test_real_windows_match_the_literal_rule(real_spacewalk18_root):

@@ -96,7 +96,7 @@ def test_the_paper_lfb_nl_experiment_changes_only_lr_and_temperature():
 
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_contexts(context):
-    from spacewalk.spacewalk18.windows import parse_duration
+    from spacewalk.durations import parse_duration
 
     cfg = compose_train(f"context={context}")
     assert cfg.datamodule.context_seconds == parse_duration(context)

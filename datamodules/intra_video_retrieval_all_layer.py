@@ -4,7 +4,7 @@ sample (the query's and both candidates'), instead of bank features.
 The samples, their sources (official file or our sampler) and the windows are the feature DataModule's
 (datamodules/intra_video_retrieval.py: [t - w/2, t + w/2] clipped to the recording, t = frame / 29.97); what a
 trainable encoder reads of a window (its sentences, k decoded frames, the tokenising) is step recognition's
-(datamodules/encoder_inputs.py: WindowInputs), and so are the loaders: global batches of which each process
+(datamodules/all_layer.py: WindowInputs), and so are the loaders: global batches of which each process
 decodes its share, everything random drawn from (seed, epoch, sample), mid-epoch resuming (ShareLoaders).
 No feature bank is read or built: the towers make every feature.
 
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from datamodules.encoder_inputs import Item, ShareBatchSampler, ShareLoaders, WindowInputs, sample_rng
+from datamodules.all_layer import Item, ShareBatchSampler, ShareLoaders, WindowInputs, sample_rng
 from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule, RetrievalSplit
 from spacewalk.spacewalk18.dataset import FPS, SPLITS, RetrievalSample
 from spacewalk.spacewalk18.windows import context_windows
@@ -35,7 +35,7 @@ from spacewalk.spacewalk18.windows import context_windows
 class _RetrievalInputs(Dataset):
     """Item -> the three windows' sentence ids and frames; runs in the DataLoader worker (readers opened there)."""
 
-    def __init__(self, owner: "EncoderRetrievalDataModule", split: str):
+    def __init__(self, owner: "AllLayerRetrievalDataModule", split: str):
         self.owner, self.split = owner, split
         self.readers: dict[str, Any] = {}  # per worker process: opened on first use, after the fork
 
@@ -50,10 +50,10 @@ class _RetrievalInputs(Dataset):
         video_id = owner.video_ids[split][ix.video_index[i]]
         train = split == "train"
         out: dict[str, Any] = {"item": item}
-        if "text" in owner.modalities:
+        if owner.modalities.text:
             out["sentences"] = [[(video_id, int(s)) for s in inputs.draw_sentences(sentences[3 * i + j], train, rng)]
                                 for j in range(3)]
-        if "video" in owner.modalities:
+        if owner.modalities.video:
             out["frames"] = torch.stack([
                 inputs.frames(self.readers, video_id, start[i, j], end[i, j], train, rng,
                               f"sample {int(ix.sample_id[i])}, {split}, {('query', 'candidate 0', 'candidate 1')[j]}")
@@ -61,12 +61,12 @@ class _RetrievalInputs(Dataset):
         return out
 
 
-class EncoderRetrievalDataModule(ShareLoaders, IntraVideoRetrievalDataModule):
+class AllLayerRetrievalDataModule(ShareLoaders, IntraVideoRetrievalDataModule):
     def __init__(self, *args, max_sentences: int | None = None, num_frames: int | None = None,
                  video_backend: str = "decord", text_chunk: int = 64, augment: bool = True, **kwargs):
         """The feature DataModule's arguments (its bank is not read), plus WindowInputs': `max_sentences` per
         training window (None: all), `num_frames` k (None: the video encoder's count), `video_backend`,
-        `text_chunk`, `augment` (datamodules/encoder_inputs.py)."""
+        `text_chunk`, `augment` (datamodules/all_layer.py)."""
         kwargs.pop("frame_sampling", None)  # k frames decoded per window: the towers' own sampling
         text_pool, empty_text = kwargs.pop("text_pool", "mean"), kwargs.pop("empty_text", "zero")
         if (text_pool, empty_text) != ("mean", "zero"):
@@ -115,9 +115,9 @@ class EncoderRetrievalDataModule(ShareLoaders, IntraVideoRetrievalDataModule):
                                  "sample_id": torch.from_numpy(ix.sample_id[idx]).long(),
                                  "labelled_total": torch.tensor(items[0].labelled_total),
                                  "padding": items[0].padding}
-        if "video" in self.modalities:
+        if self.modalities.video:
             batch["frames"] = torch.stack([p["frames"] for p in parts])
-        if "text" in self.modalities:
+        if self.modalities.text:
             batch |= self.inputs.tokenize_windows([w for p in parts for w in p["sentences"]])
         return batch
 

@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -23,10 +22,11 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from spacewalk.errors import DataError
+from spacewalk.grid import cell_of, cell_span, num_cells
 from spacewalk.io import atomic_dir, load_json, write_json
 from spacewalk.spacewalk18.dataset import FPS, IRRELEVANT_DESCRIPTION, Recording, Spacewalk18, load_transcript
-from spacewalk.video import BACKENDS, dense_timestamps, open_video, segment_timestamps
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
+from spacewalk.video import BACKENDS, dense_timestamps, open_video, segment_timestamps
 
 if TYPE_CHECKING:  # the interface lives with the encoders; importing it at run time would pull in torch
     from spacewalk.encoders import TextEncoder, VideoEncoder
@@ -40,7 +40,6 @@ TEXT_FIELDS = ("cell_text", "sentence_text", "step_narration", "step_caption")
 TIME_FIELDS = ("sentence_start", "sentence_end")
 # A downloaded video may end a little before the annotation does; its last frame stands in up to this.
 VIDEO_SHORTFALL_SECONDS = 2.0
-_EPS = 1e-9  # the same float-noise guard as video.segment_timestamps, so both agree on the grid
 
 
 @dataclass(frozen=True)
@@ -57,11 +56,6 @@ class BankConfig:
             raise ValueError(f"frame_size must be a positive int or None, got {self.frame_size}")
         if self.video_backend not in BACKENDS:
             raise ValueError(f"unknown video backend {self.video_backend!r}; choose from {sorted(BACKENDS)}")
-
-
-def num_cells(duration: float, segment_seconds: float) -> int:
-    """Cells of the grid that start before the recording ends (the last one is usually partial)."""
-    return max(1, math.ceil(duration / segment_seconds - _EPS))
 
 
 @dataclass
@@ -89,18 +83,17 @@ class RecordingBank:
 
     def cell_of(self, t: float) -> int:
         self._check_time(t, "time")
-        return min(math.floor(t / self.segment_seconds + _EPS), self.num_cells - 1)
+        return cell_of(t, self.segment_seconds, self.num_cells)
 
     def cells_in(self, start: float, end: float) -> np.ndarray:
-        """Indices of the cells overlapping [start, end); an empty window gives the cell holding it,
-        as video.segment_timestamps does."""
+        """Indices of the cells overlapping [start, end) (spacewalk.grid.cell_span, the rule every window
+        reader shares); an empty window gives the cell holding it."""
         self._check_time(start, "window start")
         self._check_time(end, "window end")
         if end < start:
             raise ValueError(f"{self.video_id}: window [{start}, {end}] is reversed")
-        first = self.cell_of(start)
-        last = min(math.ceil(end / self.segment_seconds - _EPS) - 1, self.num_cells - 1)
-        return np.arange(first, max(first, last) + 1)
+        first, last = cell_span(start, end, self.segment_seconds, self.num_cells)
+        return np.arange(first, last + 1)
 
 
 # --------------------------------------------------------------------------------------------------

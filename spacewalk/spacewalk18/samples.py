@@ -1,7 +1,7 @@
 """Write task samples made by our samplers for any dataset root.
 
-    python -m spacewalk.samples --root DIR --split test --out FILE [--per-video 2000]
-    python -m spacewalk.samples --root DIR --split train --out FILE --task intra_video_retrieval \
+    python -m spacewalk.spacewalk18.samples --root DIR --split test --out FILE [--per-video 2000]
+    python -m spacewalk.spacewalk18.samples --root DIR --split train --out FILE --task intra_video_retrieval \
         [--seed 43] [--draw query_then_distance|uniform_pair] [--stats]
 
 Step recognition (the default task): the format of tasks/step_recognition/<split>.json, made by the
@@ -46,7 +46,8 @@ def _retrieval(dataset: Spacewalk18, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spacewalk.samples", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.spacewalk18.samples",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, type=Path, help="dataset root in the official layout")
     parser.add_argument("--split", required=True, choices=SPLITS)
     parser.add_argument("--out", required=True, type=Path, help="JSON file to write")

@@ -26,7 +26,7 @@ to the recording, BENCHMARKS 1.3):
 
 What reads one window (WindowInputs: its sentences, its decoded frames, the tokenising) and the loaders of
 global-batch shares with mid-epoch resuming (ShareLoaders) are shared with the retrieval DataModule
-(datamodules/intra_video_retrieval_encoder_inputs.py), which reads three windows per sample.
+(datamodules/intra_video_retrieval_all_layer.py), which reads three windows per sample.
 
 Everything random (the sentences kept, the augmentation's draws) comes from (seed, epoch, sample) alone, so a
 run is the same with any number of workers or processes and after resuming. Global batches are the bank
@@ -52,6 +52,7 @@ from datamodules.global_batches import EpochPermutation, share
 from datamodules.step_recognition import StepRecognitionDataModule
 from spacewalk.encoders import uniform_frame_indices
 from spacewalk.errors import DataError
+from spacewalk.modalities import Modalities
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window, context_windows
 from spacewalk.video import open_video, segment_timestamps, sparse_timestamps
 
@@ -117,23 +118,24 @@ class ResumableLoader(DataLoader):
 class WindowInputs:
     """What a trainable encoder reads of one window [start, end] of a recording (the module docstring): the
     window's sentences and k decoded, preprocessed frames, and the tokenising of a batch's windows. Shared by
-    the step-recognition DataModule below and the retrieval one (datamodules/intra_video_retrieval_encoder_inputs.py,
+    the step-recognition DataModule below and the retrieval one (datamodules/intra_video_retrieval_all_layer.py,
     three windows per sample)."""
 
-    def __init__(self, dataset, modalities: str, text_encoder=None, video_encoder=None,
+    def __init__(self, dataset, modalities: str | Modalities, text_encoder=None, video_encoder=None,
                  max_sentences: int | None = None, num_frames: int | None = None, video_backend: str = "decord",
                  text_chunk: int = 64, augment: bool = True):
         if max_sentences is not None and max_sentences < 1:
             raise ValueError(f"max_sentences must be positive or None, got {max_sentences}")
+        modalities = Modalities.parse(modalities)
         self.dataset, self.modalities = dataset, modalities
         self.max_sentences = max_sentences
         self.video_backend = video_backend
         self.text_chunk = int(text_chunk)
         self.augment = augment
-        self.text_encoder = text_encoder if "text" in modalities else None
-        self.video_encoder = video_encoder if "video" in modalities else None
+        self.text_encoder = text_encoder if modalities.text else None
+        self.video_encoder = video_encoder if modalities.video else None
         self.num_frames = None
-        if "video" in modalities:
+        if modalities.video:
             video = video_encoder
             if not hasattr(video, "trainable_tower"):
                 raise ValueError("all-layer video needs a video encoder with weights to train (encoder=clip_vit_b32, "
@@ -144,14 +146,14 @@ class WindowInputs:
                 raise ValueError(f"{video.identity} is a clip model trained on {video.num_frames} frames per clip; its "
                                  f"tower takes exactly that many, not datamodule.num_frames={self.num_frames}")
             self.transforms = {True: video.clip_transform(train=augment), False: video.clip_transform(train=False)}
-        if "text" in modalities and text_encoder is None:
-            raise ValueError(f"modalities={modalities!r} needs a text encoder")
+        if modalities.text and text_encoder is None:
+            raise ValueError(f"modalities={modalities} needs a text encoder")
         self.tokenizer = self.text_encoder.model.tokenizer if self.text_encoder is not None else None
 
     def window_sentences(self, rec, start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
         """Per window [start_i, end_i] of recording `rec`: its non-blank sentences (strict overlap, the bank
         recipes' rule), as indices into the transcript; empty lists without the text modality."""
-        if "text" not in self.modalities:
+        if not self.modalities.text:
             return [np.zeros(0, np.int64)] * len(start)
         index = TranscriptIndex(rec.transcript)
         nonblank = np.array([bool(s.text.strip()) for s in rec.transcript], dtype=bool)
@@ -306,7 +308,7 @@ class _Windows:
 class _SampleInputs(Dataset):
     """Item -> the sample's frames and sentence ids; runs in the DataLoader worker (readers opened there)."""
 
-    def __init__(self, owner: "EncoderInputsDataModule", split: str):
+    def __init__(self, owner: "AllLayerDataModule", split: str):
         self.owner, self.split = owner, split
         self.readers: dict[str, Any] = {}  # per worker process: opened on first use, after the fork
 
@@ -324,22 +326,22 @@ class _SampleInputs(Dataset):
             first, n = int(ix.first_cell[i]), int(ix.num_cells[i])
             out["cells"] = [(video_id, j) for j in range(first, first + n)]
             out["query_pos"] = int(ix.query_pos[i])
-        elif "text" in owner.modalities:
+        elif owner.modalities.text:
             ids = inputs.draw_sentences(windows.sentences[i], split == "train", rng)
             out["sentences"] = [(video_id, int(s)) for s in ids]
         what = f"sample {int(ix.sample_id[i])}, {split}"
-        if "video" in owner.modalities and owner.frames == "cells":
+        if owner.modalities.video and owner.frames == "cells":
             first, n = int(ix.first_cell[i]), int(ix.num_cells[i])
             out["cell_frames"] = inputs.cell_frames(self.readers, video_id, owner.cell_times[video_id][first:first + n],
                                                     split == "train", rng, what)
             out["query_pos"] = int(ix.query_pos[i])
-        elif "video" in owner.modalities:
+        elif owner.modalities.video:
             out["frames"] = inputs.frames(self.readers, video_id, windows.start[i], windows.end[i], split == "train",
                                           rng, what)
         return out
 
 
-class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
+class AllLayerDataModule(ShareLoaders, StepRecognitionDataModule):
     def __init__(self, *args, max_sentences: int | None = None, num_frames: int | None = None,
                  video_backend: str = "decord", text_chunk: int = 64, augment: bool = True,
                  text_cells: bool | str | None = False, frames: str = "sparse", **kwargs):
@@ -357,16 +359,16 @@ class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
         super().__init__(*args, frame_sampling="dense", cells=False, **kwargs)
         if frames not in ("sparse", "cells"):
             raise ValueError(f"frames must be 'sparse' or 'cells', got {frames!r}")
-        if frames == "cells" and self.modalities != "video":
-            raise ValueError(f"frames='cells' reads the video cells of modalities=video, got {self.modalities!r}")
+        if frames == "cells" and not self.modalities.only_video:
+            raise ValueError(f"frames='cells' reads the video cells of modalities=video, got {self.modalities}")
         # text_cells is the config's "an LFB head reads the window's cells": texts for the text tower; the video
         # tower's cells are frames="cells"
-        if text_cells and self.modalities == "video" and frames != "cells":
+        if text_cells and self.modalities.only_video and frames != "cells":
             raise ValueError("an LFB head over the video tower reads the window's cells: set datamodule.frames=cells")
-        if text_cells and self.modalities not in ("text", "video"):
+        if text_cells and self.modalities.video and self.modalities.text:
             raise ValueError("text_cells (a trainable tower under an LFB head) needs modalities=text or video, got "
-                             f"{self.modalities!r}")
-        self.text_cells = bool(text_cells) and self.modalities == "text"
+                             f"{self.modalities}")
+        self.text_cells = bool(text_cells) and self.modalities.only_text
         self.cell_texts: dict[str, list[str]] = {}  # per recording: the joined text of each bank cell
         self.frames = frames
         self.cell_times: dict[str, list[np.ndarray]] = {}  # per recording: each bank cell's frame timestamps
@@ -392,12 +394,12 @@ class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
             starts.append(start)
             ends.append(end)
             if self.frames == "cells" and video_id not in self.cell_times:
-                # the bank's own cell frames (spacewalk/feature_bank.py: FeatureBank._video_arrays)
+                # the bank's own cell frames (spacewalk/spacewalk18/feature_bank.py: FeatureBank._video_arrays)
                 cfg = self.bank.config
                 self.cell_times[video_id] = [c.timestamps for c in segment_timestamps(
                     0.0, rec.duration, cfg.segment_seconds, cfg.fps, duration=rec.duration)]
             if self.text_cells and video_id not in self.cell_texts:
-                # the bank's own cell rule (spacewalk/feature_bank.py: cell_text)
+                # the bank's own cell rule (spacewalk/spacewalk18/feature_bank.py: cell_text)
                 index = TranscriptIndex(rec.transcript)
                 k, n = self.bank.config.segment_seconds, self.bank.load(video_id).num_cells
                 self.cell_texts[video_id] = [index.text_in(Window(j * k, min((j + 1) * k, rec.duration)))
@@ -415,12 +417,12 @@ class EncoderInputsDataModule(ShareLoaders, StepRecognitionDataModule):
         if items[0].padding:
             batch["label"] = torch.zeros_like(batch["label"])
         batch["labelled_total"] = torch.tensor(items[0].labelled_total)
-        if "video" in self.modalities and self.frames == "cells":
+        if self.modalities.video and self.frames == "cells":
             batch |= self.inputs.collate_cells([p["cell_frames"] for p in parts])
             batch["query_pos"] = torch.tensor([p["query_pos"] for p in parts])
-        elif "video" in self.modalities:
+        elif self.modalities.video:
             batch["frames"] = torch.stack([p["frames"] for p in parts])
-        if "text" in self.modalities and not self.text_cells:
+        if self.modalities.text and not self.text_cells:
             batch |= self.inputs.tokenize_windows([p["sentences"] for p in parts])
         if self.text_cells:
             batch |= self.tokenize_cells([p["cells"] for p in parts])
