@@ -6,14 +6,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from lossless_videos import write_video
 
-from fakes import FakeText
 from spacewalk.encoders import ThumbnailVideoEncoder
 from spacewalk.errors import DataError
-from spacewalk.hirest.features import (ASR_FEATURES_DIR, FRAMES_DIR, HiRESTFeatures, extract_features,
-                                       extracted_features, per_second, released_features)
+from spacewalk.hirest.features import (
+    ASR_FEATURES_DIR,
+    FRAMES_DIR,
+    HiRESTFeatures,
+    extract_features,
+    extracted_features,
+    per_second,
+    released_features,
+)
 from spacewalk.hirest.subtitles import Subtitle, read_srt, write_srt
-from test_video import write_video
+
+from fakes import FakeText
 
 
 def test_srt_round_trip(tmp_path):

@@ -5,31 +5,24 @@ import pickle
 from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
+from lossless_videos import write_video
+from window_decoding import Clip, decode_window
 
 from spacewalk import video
 from spacewalk.errors import DataError
-from spacewalk.video import (GridSegment, VideoReader, dense_timestamps, open_video, segment_timestamps,
-                             sparse_timestamps)
-
-from window_decoding import Clip, decode_window
+from spacewalk.video import (
+    GridSegment,
+    VideoReader,
+    dense_timestamps,
+    open_video,
+    segment_timestamps,
+    sparse_timestamps,
+)
 
 BACKENDS = ["decord", "pyav"]
 H, W = 24, 40  # W is not a multiple of 32, so row padding in the decoders would show
-
-
-def write_video(path, frames, rate, options=None, container_options=None):
-    with av.open(str(path), "w", options=container_options or {}) as container:
-        stream = container.add_stream("libx264rgb", rate=rate)
-        stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "rgb24"
-        stream.options = {"qp": "0", "preset": "ultrafast", **(options or {})}
-        container.start_encoding()  # so that a video of zero frames is still written
-        for frame in frames:
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
-        container.mux(stream.encode())
-    return path
 
 
 def random_frames(n, seed):

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from lossless_videos import write_video
 
-from models.hirest_baselines import (MomentRetrievalBaseline, SSIMSegmentationBaseline, VideoRetrievalBaseline,
-                                     grow_moment, video_embedding)
+from models.hirest_baselines import (
+    MomentRetrievalBaseline,
+    SSIMSegmentationBaseline,
+    VideoRetrievalBaseline,
+    grow_moment,
+    video_embedding,
+)
 from spacewalk.errors import DataError
-from test_video import write_video
 
 
 class TableFeatures:

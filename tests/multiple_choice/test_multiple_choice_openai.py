@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import base64
 import io
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from openai_stub import Stub
 from PIL import Image
 
 from spacewalk.multiple_choice import runner
@@ -21,46 +19,6 @@ from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.parsing import parse_letter
 from spacewalk.multiple_choice.task import Prompt
-
-
-class Stub:
-    """Serves the queued (status, reply text, delay) in order, then 200 with `default`; records each request."""
-
-    def __init__(self):
-        self.queue, self.requests, self.default = [], [], "Answer: B"
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,
-                                      "time": time.monotonic()})
-                status, text, delay = stub.queue.pop(0) if stub.queue else (200, stub.default, 0)
-                time.sleep(delay)
-                payload = (json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}],
-                                       "usage": {"total_tokens": 7}}) if status == 200
-                           else json.dumps({"error": {"message": text}}))
-                try:
-                    self.send_response(status)
-                    if status == 429:
-                        self.send_header("Retry-After", "0")
-                    self.send_header("Content-Type", "application/json")
-                    self.end_headers()
-                    self.wfile.write(payload.encode())
-                except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
