@@ -164,8 +164,8 @@ def write_tiny_root(root: Path, n_samples: int = 30) -> Path:
     import csv
 
     from spacewalk.io import write_json
-    from spacewalk.spacewalk18.sampler import step_samples
     from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Segment, frame_of, samples_to_json
+    from spacewalk.spacewalk18.sampler import step_samples
 
     bounds = [(0, 10, -1), (10, 40, 1), (40, 50, 0), (50, 80, 2), (80, 90, -1), (90, 100, 1), (100, 120, -1)]
     segments = [Segment(float(s), float(e), frame_of(s), frame_of(e), label) for s, e, label in bounds]
@@ -197,3 +197,39 @@ def write_tiny_root(root: Path, n_samples: int = 30) -> Path:
 @pytest.fixture
 def tiny_root(tmp_path) -> Path:
     return write_tiny_root(tmp_path / "tiny")
+
+
+# ------------------------------------------------------------------------------------------------ synthetic data
+# One synthetic root per benchmark, generated once per session for each set of options (generation is
+# deterministic from the options and the seed), so modules asking for the same set share it. Tests that change
+# the files take a copy first.
+
+@pytest.fixture(scope="session")
+def synthetic_spacewalk18(tmp_path_factory):
+    """make(**options) -> the root of a synthetic Spacewalk-18 (spacewalk/spacewalk18/synthetic.py Options)."""
+    from spacewalk.spacewalk18.synthetic import ensure_dataset
+
+    roots: dict[str, Path] = {}
+
+    def make(seed: int = 0, **options) -> Path:
+        key = repr(sorted({"seed": seed, **options}.items()))
+        if key not in roots:
+            roots[key] = ensure_dataset(tmp_path_factory.mktemp("synthetic_spacewalk18") / "sw18", seed=seed,
+                                        **{"progress": False, **options})
+        return roots[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def synthetic_egoschema_root(tmp_path_factory) -> Path:
+    from spacewalk.egoschema.synthetic import Options, generate_egoschema
+
+    return generate_egoschema(tmp_path_factory.mktemp("es") / "synthetic", Options(n_questions=30, n_answered=20))
+
+
+@pytest.fixture(scope="session")
+def synthetic_egocross_root(tmp_path_factory) -> Path:
+    from spacewalk.egocross.synthetic import Options, generate_egocross
+
+    return generate_egocross(tmp_path_factory.mktemp("ec") / "synthetic", Options(per_category=3))

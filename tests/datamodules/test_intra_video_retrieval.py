@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO
 from datamodules.bank_windows import window_text_features
 from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule
 from datamodules.step_recognition import StepRecognitionDataModule
-from fakes import FakeText
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead, TwoTowerHead, break_ties
 from models.intra_video_retrieval_baselines import TWFinchRetrieval
 from spacewalk.errors import DataError
@@ -24,16 +22,18 @@ from spacewalk.spacewalk18.dataset import FPS, Spacewalk18
 from spacewalk.spacewalk18.feature_bank import BankConfig
 from spacewalk.spacewalk18.predictions import write_retrieval_predictions
 from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
-from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.tw_finch import first_neighbours, tw_finch
+
+from conftest import REPO
+from fakes import FakeText
 
 SMALL = dict(n_train=2, n_val=1, n_test=1, minutes=(15, 18), steps_per_video=(4, 6), samples_per_video=50,
              retrieval_samples_per_video=10, questions_per_video=2, video_fps=0.5, frame_size=16, progress=False)
 
 
-@pytest.fixture(scope="module")
-def synthetic_root(tmp_path_factory):
-    return ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=0, **SMALL)
+@pytest.fixture
+def synthetic_root(synthetic_spacewalk18):
+    return synthetic_spacewalk18(**SMALL)
 
 
 def datamodule(root, bank_dir, encoder, w, **kw):
@@ -258,8 +258,8 @@ def test_train_py_end_to_end_last_layer_and_the_scorer_agree(tmp_path):
     assert m["best_val_loss"] is not None and m["checkpoint"].endswith(".ckpt") and m["val"]["Accuracy"] >= 0
     # the scorer of the release reads our predictions; with the generated test samples in place of the file
     ds = Spacewalk18(tmp_path / "synthetic")
-    from spacewalk.spacewalk18.retrieval_sampler import recording_retrieval_samples, retrieval_samples_to_json
     from spacewalk.io import write_json
+    from spacewalk.spacewalk18.retrieval_sampler import recording_retrieval_samples, retrieval_samples_to_json
     samples = {r.video_id: recording_retrieval_samples(r, RetrievalSamplerConfig(samples_per_video=200))
                for r in ds.split("test")}
     write_json(tmp_path / "synthetic/tasks/intra-video_retrieval/test.json", retrieval_samples_to_json(samples))

@@ -13,7 +13,7 @@ import pytest
 from spacewalk import download
 from spacewalk.egocross import closeqa, openqa
 from spacewalk.egocross.dataset import EgoCross, read_testbed
-from spacewalk.egocross.synthetic import ANSWERS_FILE, COLOURS, Options, generate_egocross
+from spacewalk.egocross.synthetic import ANSWERS_FILE, COLOURS
 from spacewalk.egocross.task import EgoCrossCloseQATask, open_egocross, score_openqa
 from spacewalk.errors import DataError
 from spacewalk.multiple_choice.task import MultipleChoiceTask, Prompt, Record
@@ -22,9 +22,9 @@ from spacewalk.score import main as score_main
 TESTBED = "datasets/egocross_testbed_imgs.json"
 
 
-@pytest.fixture(scope="module")
-def synthetic_root(tmp_path_factory):
-    return generate_egocross(tmp_path_factory.mktemp("ec") / "synthetic", Options(per_category=3))
+@pytest.fixture
+def synthetic_root(synthetic_egocross_root):
+    return synthetic_egocross_root
 
 
 # ------------------------------------------------------------------------------------------------ real files

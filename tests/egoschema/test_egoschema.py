@@ -14,16 +14,16 @@ from spacewalk import download
 from spacewalk.benchmarks import find
 from spacewalk.egoschema import prompts, scoring
 from spacewalk.egoschema.dataset import EgoSchema, read_answers, read_questions, read_uid_map
-from spacewalk.egoschema.synthetic import COLOURS, HIDDEN_ANSWERS_FILE, Options, ensure_egoschema, generate_egoschema
+from spacewalk.egoschema.synthetic import COLOURS, HIDDEN_ANSWERS_FILE, ensure_egoschema
 from spacewalk.egoschema.task import EgoSchemaTask, open_egoschema
 from spacewalk.errors import DataError
 from spacewalk.multiple_choice.task import MultipleChoiceTask, Prompt, Record
 from spacewalk.score import main as score_main
 
 
-@pytest.fixture(scope="module")
-def synthetic_root(tmp_path_factory):
-    return generate_egoschema(tmp_path_factory.mktemp("es") / "synthetic", Options(n_questions=30, n_answered=20))
+@pytest.fixture
+def synthetic_root(synthetic_egoschema_root):
+    return synthetic_egoschema_root
 
 
 def real(dirpath):

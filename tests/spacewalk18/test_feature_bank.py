@@ -7,26 +7,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from window_decoding import decode_window
 
 from spacewalk.errors import DataError
 from spacewalk.grid import num_cells
-from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
-from spacewalk.spacewalk18.synthetic import ensure_dataset
-from spacewalk.video import dense_timestamps, segment_timestamps
+from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
+from spacewalk.video import dense_timestamps, segment_timestamps
 
 from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector
-from window_decoding import decode_window
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)
 SMALL = BankConfig(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
 
 
-@pytest.fixture(scope="module")
-def synthetic_root(tmp_path_factory) -> Path:
-    return ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=0, **SYNTHETIC)
+@pytest.fixture
+def synthetic_root(synthetic_spacewalk18) -> Path:
+    return synthetic_spacewalk18(**SYNTHETIC)
 
 
 @pytest.fixture

@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 
 from spacewalk.io import load_json
-from spacewalk.spacewalk18.samples import main
 from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, RETRIEVAL_DIR, Segment, Spacewalk18
-from spacewalk.spacewalk18.retrieval_sampler import (RetrievalSamplerConfig, recording_retrieval_samples,
-                                                     retrieval_samples, video_rng)
-from spacewalk.spacewalk18.synthetic import ensure_dataset
+from spacewalk.spacewalk18.retrieval_sampler import (
+    RetrievalSamplerConfig,
+    recording_retrieval_samples,
+    retrieval_samples,
+    video_rng,
+)
+from spacewalk.spacewalk18.samples import main
 
 MARGIN = 15 * FPS  # frames, written out here rather than taken from the sampler
 DISTANCE = 30 * FPS
@@ -95,12 +98,11 @@ def test_seeded_and_configurable():
         RetrievalSamplerConfig(draw="nearest")
 
 
-@pytest.fixture(scope="module")
-def synthetic_root(tmp_path_factory):
-    return ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=0, n_train=2, n_val=1, n_test=1,
-                          minutes=(15, 20), steps_per_video=(4, 6), samples_per_video=50,
-                          retrieval_samples_per_video=10, questions_per_video=2, video_fps=0.5, frame_size=16,
-                          progress=False)
+@pytest.fixture
+def synthetic_root(synthetic_spacewalk18):
+    return synthetic_spacewalk18(n_train=2, n_val=1, n_test=1, minutes=(15, 20), steps_per_video=(4, 6),
+                                 samples_per_video=50, retrieval_samples_per_video=10, questions_per_video=2,
+                                 video_fps=0.5, frame_size=16)
 
 
 def test_every_rule_on_a_synthetic_root(synthetic_root):
