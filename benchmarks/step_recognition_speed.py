@@ -57,8 +57,8 @@ def bank_build_times(dataset, scratch: Path, video: bool) -> None:
     print(f"bank build, text (MiniLM), {rec.video_id} ({rec.duration / 3600:.2f} h, {len(rec.transcript)} sentences): "
           f"{seconds:.1f} s")
     if video:
-        from spacewalk.spacewalk18.synthetic import ensure_dataset
         from spacewalk.spacewalk18.dataset import Spacewalk18
+        from spacewalk.spacewalk18.synthetic import ensure_dataset
 
         synthetic = Spacewalk18(ensure_dataset(scratch / "synthetic-video", seed=0, **SYNTHETIC))
         rec = synthetic.split("train")[0]
@@ -93,7 +93,7 @@ def one_recipe(root: str | None, scratch: Path, recipe: str, context: float, ste
     model.to(device).train()
     optimizer = model.optimizer_factory(params=[p for p in model.parameters() if p.requires_grad])
     loader = iter(dm.train_dataloader())
-    times, n = [], 0
+    times = []
     for step in range(steps + 2):
         try:
             batch = next(loader)

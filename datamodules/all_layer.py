@@ -41,8 +41,9 @@ carries the same state, so Lightning counts it as resumable.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -308,7 +309,7 @@ class _Windows:
 class _SampleInputs(Dataset):
     """Item -> the sample's frames and sentence ids; runs in the DataLoader worker (readers opened there)."""
 
-    def __init__(self, owner: "AllLayerDataModule", split: str):
+    def __init__(self, owner: AllLayerDataModule, split: str):
         self.owner, self.split = owner, split
         self.readers: dict[str, Any] = {}  # per worker process: opened on first use, after the fork
 

@@ -16,7 +16,7 @@ epoch's order independent of the head (its initialisation draws) and the same af
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 from torch.utils.data import BatchSampler, Sampler

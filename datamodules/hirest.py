@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import pytorch_lightning as pl

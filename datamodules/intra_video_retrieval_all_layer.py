@@ -19,8 +19,9 @@ A batch: label [B], video_index [B], sample_id [B], labelled_total, padding, and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +36,7 @@ from spacewalk.spacewalk18.windows import context_windows
 class _RetrievalInputs(Dataset):
     """Item -> the three windows' sentence ids and frames; runs in the DataLoader worker (readers opened there)."""
 
-    def __init__(self, owner: "AllLayerRetrievalDataModule", split: str):
+    def __init__(self, owner: AllLayerRetrievalDataModule, split: str):
         self.owner, self.split = owner, split
         self.readers: dict[str, Any] = {}  # per worker process: opened on first use, after the fork
 

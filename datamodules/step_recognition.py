@@ -48,10 +48,10 @@ The LFB cells always keep their own text (a silent cell is zero), whatever these
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F

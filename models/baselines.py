@@ -7,7 +7,7 @@ lives in the library (spacewalk/spacewalk18/plan_prior.py), where the plan decod
 from __future__ import annotations
 
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,7 +24,7 @@ class RandomBaseline:
     def __init__(self, seed: int = 0):
         self.seed = seed
 
-    def fit(self, dataset: Spacewalk18, split: str = "train") -> "RandomBaseline":
+    def fit(self, dataset: Spacewalk18, split: str = "train") -> RandomBaseline:
         return self
 
     def score(self, recording: Recording, samples: Sequence[StepSample]) -> np.ndarray:

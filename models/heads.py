@@ -25,7 +25,7 @@ Choices the paper leaves open:
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

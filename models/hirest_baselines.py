@@ -15,9 +15,9 @@ Segmentation reads pixels, so it needs the videos themselves.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 

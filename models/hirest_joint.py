@@ -50,9 +50,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import pytorch_lightning as pl
@@ -65,8 +66,17 @@ from models.hirest_joint_losses import task_loss
 from models.hirest_joint_network import HiRESTJointModel
 from models.hirest_segmentation import boundaries_to_steps, peak_span
 from spacewalk.hirest import predictions as hirest_predictions
-from spacewalk.hirest.joint_model_io import (BERT_CLS_ID, BERT_PAD_ID, BERT_SEP_ID, BERT_VOCAB_SIZE, INFERENCE_MODES,
-                                           TASKS, caption_tokenizer, decode_caption, step_frame_indices)
+from spacewalk.hirest.joint_model_io import (
+    BERT_CLS_ID,
+    BERT_PAD_ID,
+    BERT_SEP_ID,
+    BERT_VOCAB_SIZE,
+    INFERENCE_MODES,
+    TASKS,
+    caption_tokenizer,
+    decode_caption,
+    step_frame_indices,
+)
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +230,7 @@ class HiRESTJointModule(pl.LightningModule):
 
     def caption_inputs(self, frames, query, asr, steps: Sequence[tuple[int, int, int]]):
         """Steps' input frames cut/stretched to `caption_frames`: (row, first, last) per step -> batch tensors."""
-        index = torch.as_tensor(np.stack([step_frame_indices(f, l, self.hparams.caption_frames) for _, f, l in steps]),
+        index = torch.as_tensor(np.stack([step_frame_indices(a, b, self.hparams.caption_frames) for _, a, b in steps]),
                                 device=frames.device)
         rows = torch.as_tensor([r for r, _, _ in steps], device=frames.device)
         return frames[rows[:, None], index], query[rows], asr[rows[:, None], index]
@@ -274,7 +284,7 @@ class HiRESTJointModule(pl.LightningModule):
             first.setdefault(video, i)
         rows = list(first.values())
         hirest_predictions.record_steps(out, [batch["video"][i] for i in rows], [steps[i] for i in rows])
-        flat = [(i, f, l) for i in rows for f, l in steps[i]]
+        flat = [(i, a, b) for i in rows for a, b in steps[i]]
         if not flat:
             return
         sentences = iter(self.caption(*self.caption_inputs(frames, query, asr, flat)))

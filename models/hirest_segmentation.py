@@ -12,7 +12,7 @@ then captions the whole moment).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -16,7 +16,8 @@ on matrices only, an lr per tower, linear warm-up then cosine, stepped every opt
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

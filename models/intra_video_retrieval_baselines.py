@@ -51,12 +51,13 @@ class TWFinchRetrieval:
             starts, labels = self.clusters(datamodule, video_id)
             log.info("TW-FINCH: %s, %d windows in %d clusters", video_id, len(starts), labels.max() + 1)
 
-            def cluster_at(frames: np.ndarray) -> np.ndarray:
+            def cluster_at(frames: np.ndarray, labels: np.ndarray = labels) -> np.ndarray:
                 k = np.rint((frames / FPS - self.window_seconds / 2) / self.stride_seconds).astype(np.int64)
                 return labels[np.clip(k, 0, len(labels) - 1)]
 
             query = cluster_at(np.array([s.query_frame_index for s in samples]))
-            cands = np.stack([cluster_at(np.array([s.candidate_frame_indices[i] for s in samples])) for i in (0, 1)], 1)
+            cands = np.stack([cluster_at(np.array([s.candidate_frame_indices[i] for s in samples]))
+                              for i in (0, 1)], 1)
             same = cands == query[:, None]
             coin = np.random.default_rng([self.seed, r]).integers(0, 2, len(samples))
             out[video_id] = np.where(same[:, 0] & ~same[:, 1], 0, np.where(same[:, 1] & ~same[:, 0], 1, coin))

@@ -19,10 +19,11 @@ import argparse
 import hashlib
 import importlib
 import pkgutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from spacewalk.errors import DataError
 

@@ -6,8 +6,9 @@ Shared by every benchmark's data layer so each reports bad input the same way.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from spacewalk.errors import DataError
 

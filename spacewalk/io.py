@@ -7,9 +7,10 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from spacewalk.errors import DataError
 

@@ -13,8 +13,9 @@ so `data.root=R` means the release and `+data.synthetic.X=...` a generator optio
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
 def dataset_root(root: str | Path | None, synthetic_root: str | Path | None, seed: int,

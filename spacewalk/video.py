@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
-
 from spacewalk.benchmarks import discover
+
+from conftest import REPO
 
 PACKAGES = ("spacewalk", "models", "datamodules")
 FRAMEWORKS = ("pytorch_lightning", "lightning", "lightning_fabric", "hydra", "omegaconf")

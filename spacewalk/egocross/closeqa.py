@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 FIRST_BLOCK = re.compile(r"\{[\s\S]*?\}")
 

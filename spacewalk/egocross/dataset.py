@@ -14,9 +14,10 @@ Every problem is a DataError naming the file, the question id and the field.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any
 
 from spacewalk.errors import DataError
 from spacewalk.fields import as_dict, as_list, get, integer

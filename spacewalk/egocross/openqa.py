@@ -22,8 +22,9 @@ the harness is given (its own decoding settings, greedy for ours).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from spacewalk.egocross.closeqa import FIRST_BLOCK
 

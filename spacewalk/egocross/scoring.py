@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from spacewalk.egocross.dataset import Question
 from spacewalk.errors import DataError

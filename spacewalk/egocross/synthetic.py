@@ -23,9 +23,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -8,8 +8,9 @@ Items show the frames as the release lists them (pre-extracted at 0.5 fps, 1 fps
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from spacewalk.egocross import closeqa, openqa
 from spacewalk.egocross.dataset import EgoCross, Question

@@ -169,7 +169,7 @@ class EgoSchema:
                                 item=q_uid, field=q_uid)
         return [q for q in self.questions if q.q_uid in self.answers]
 
-    def validate(self) -> "EgoSchema":
+    def validate(self) -> EgoSchema:
         """Read every file present and check they agree (the download command's check)."""
         self.questions, self.answers  # noqa: B018
         windows = self.clip_windows

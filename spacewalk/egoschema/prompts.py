@@ -14,7 +14,7 @@ option becomes the text "Question: <question>? Is it <option>", scored against t
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 LETTERS = ("A", "B", "C", "D", "E")
 LMMS_EVAL_POST_PROMPT = "\nAnswer with the option's letter from the given choices directly."

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from spacewalk.errors import DataError
 from spacewalk.io import load_json, write_json, write_text

@@ -24,15 +24,22 @@ import dataclasses
 import itertools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from spacewalk.egoschema.dataset import (
-    ANSWERS_FILE, N_OPTIONS, OPTION_KEYS, QUESTIONS_FILE, UID_MAP_FILE, VIDEO_DIR, EgoSchema,
+    ANSWERS_FILE,
+    N_OPTIONS,
+    OPTION_KEYS,
+    QUESTIONS_FILE,
+    UID_MAP_FILE,
+    VIDEO_DIR,
+    EgoSchema,
 )
 from spacewalk.io import atomic_dir, ensure_generated, write_json
 

@@ -9,8 +9,9 @@ backends that score options against the video instead of generating.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from spacewalk.egoschema import prompts, scoring
 from spacewalk.egoschema.dataset import EgoSchema

@@ -44,13 +44,17 @@ float [k, 3, S, S]; with train=True, the training augmentation). The model famil
 only deep-copies what the encoder hands it.
 """
 
-from spacewalk.encoders.base import (DEFAULT_IMAGE_MODEL_FRAMES, TextEncoder, VideoEncoder, resolve_device,
-                                     uniform_frame_indices)
+from spacewalk.encoders.base import (
+                                     DEFAULT_IMAGE_MODEL_FRAMES,
+                                     TextEncoder,
+                                     VideoEncoder,
+                                     resolve_device,
+                                     uniform_frame_indices,
+)
 from spacewalk.encoders.hf_video import HFVideoEncoder, videomae_video_encoder, xclip_video_encoder
 from spacewalk.encoders.mpnet_package import MPNET_PARTS, assemble_split_zip, mpnet_model_path
 from spacewalk.encoders.openclip import OpenClipVideoEncoder, open_clip_video_encoder
-from spacewalk.encoders.sentence import (SentenceTextEncoder, minilm_model_path, minilm_text_encoder,
-                                         mpnet_text_encoder)
+from spacewalk.encoders.sentence import SentenceTextEncoder, minilm_model_path, minilm_text_encoder, mpnet_text_encoder
 from spacewalk.encoders.text_tower import TowerTextEncoder
 from spacewalk.encoders.thumbnail import ThumbnailVideoEncoder, thumbnail_video_encoder
 from spacewalk.encoders.towers import VideoTower

@@ -4,16 +4,31 @@ fed exactly its pre-training frame count per clip."""
 from __future__ import annotations
 
 import copy
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
-from spacewalk.encoders.base import (_check_clip, _config_digest, _features, _identity, _normalize, _prepare,
-                                     _weights_name, resolve_device, uniform_frame_indices)
+from spacewalk.encoders.base import (
+    _check_clip,
+    _config_digest,
+    _features,
+    _identity,
+    _normalize,
+    _prepare,
+    _weights_name,
+    resolve_device,
+    uniform_frame_indices,
+)
 from spacewalk.encoders.text_tower import TEXT_BATCH_SIZE, TowerTextEncoder
-from spacewalk.encoders.towers import (VideoMAETower, VideoTower, XClipVideoTower, _ClipTransform, _trainable,
-                                       _videomae_features)
+from spacewalk.encoders.towers import (
+    VideoMAETower,
+    VideoTower,
+    XClipVideoTower,
+    _ClipTransform,
+    _trainable,
+    _videomae_features,
+)
 
 
 class HFVideoEncoder:

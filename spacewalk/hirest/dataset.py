@@ -16,10 +16,11 @@ trailing spaces (the official captioning strips them; `Step.heading` keeps the r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from spacewalk.errors import DataError
 from spacewalk.fields import as_dict, as_list, flag, get, integer, number

@@ -5,8 +5,8 @@ number of frame slots, the captions' WordPiece vocabulary and the prediction fil
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

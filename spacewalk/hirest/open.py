@@ -3,8 +3,9 @@ first use (spacewalk/release_or_synthetic.py: the keys every benchmark's data co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from spacewalk.hirest.dataset import HiREST
 from spacewalk.hirest.synthetic.generate import ensure_hirest

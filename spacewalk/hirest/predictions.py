@@ -9,8 +9,8 @@ that parts from several batches or processes merge (`merge`) before `official` o
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from spacewalk.hirest.joint_model_io import PREDICTION_FILES, TASKS
 from spacewalk.io import write_json

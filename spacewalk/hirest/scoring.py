@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from spacewalk.errors import DataError
 from spacewalk.hirest.dataset import Categories

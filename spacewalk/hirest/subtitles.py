@@ -3,9 +3,9 @@ library, the package's one SRT reader."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from spacewalk.errors import DataError
 from spacewalk.io import atomic_path

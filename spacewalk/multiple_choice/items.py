@@ -8,9 +8,10 @@ paper's prompt, lmms-eval's, a contrastive "Question: ...? Is it ...").
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)

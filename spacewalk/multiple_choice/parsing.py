@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Sequence
+from collections.abc import Sequence
 
 _FENCE = re.compile(r"```[a-zA-Z]*\n?|```|`|\*\*|__")
 _KEYWORD = r"(?:answer|option|choice)(?:\s+is)?\s*[:=]?\s*"

@@ -24,9 +24,10 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping, Sequence
+from typing import IO, Any
 
 from spacewalk.io import atomic_path
 from spacewalk.multiple_choice.task import Record

@@ -23,17 +23,28 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 
 from spacewalk.io import load_json, write_json
 from spacewalk.multiple_choice.items import MultipleChoiceItem
-from spacewalk.multiple_choice.records import (PARTS, PROMPT_FORMS, RECORDS, PartWriter, parts_shard_name,
-                                               read_records, record_to_json, repair_tail, shard_name, write_merged)
-from spacewalk.multiple_choice.records import read_run  # noqa: F401  (re-exported: runner.read_run(run_dir))
+from spacewalk.multiple_choice.records import (
+    PARTS,
+    PROMPT_FORMS,
+    RECORDS,
+    PartWriter,
+    parts_shard_name,
+    read_records,
+    read_run,  # noqa: F401  (re-exported: runner.read_run(run_dir))
+    record_to_json,
+    repair_tail,
+    shard_name,
+    write_merged,
+)
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Record
 
 log = logging.getLogger(__name__)

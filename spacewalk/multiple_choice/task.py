@@ -12,9 +12,10 @@ apart), without its registry: a data config names the task's factory with `_targ
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 

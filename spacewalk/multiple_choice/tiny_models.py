@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 FAMILIES = ("qwen2_5_vl", "llava_onevision")
 
@@ -49,8 +49,12 @@ def tiny_qwen2_5_vl(seed: int = 0):
     """(model, processor): one layer of width 32 in each tower; frames resized to 56x56 (one token per pair of
     frames after the 2x2 merge)."""
     import torch
-    from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor,
-                              Qwen2VLImageProcessor)
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+    )
     from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
 
     tok = tiny_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
@@ -79,8 +83,13 @@ def tiny_qwen2_5_vl(seed: int = 0):
 def tiny_llava_onevision(seed: int = 0):
     """(model, processor): a one-layer SigLIP tower on 28x28 frames and a one-layer Qwen2 of width 32."""
     import torch
-    from transformers import (LlavaOnevisionConfig, LlavaOnevisionForConditionalGeneration,
-                              LlavaOnevisionImageProcessor, LlavaOnevisionProcessor, LlavaOnevisionVideoProcessor)
+    from transformers import (
+        LlavaOnevisionConfig,
+        LlavaOnevisionForConditionalGeneration,
+        LlavaOnevisionImageProcessor,
+        LlavaOnevisionProcessor,
+        LlavaOnevisionVideoProcessor,
+    )
 
     tok = tiny_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"])
     size = {"height": 28, "width": 28}

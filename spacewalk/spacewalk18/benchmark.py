@@ -77,8 +77,8 @@ def validate(root: Path):
 
 def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str) -> dict[str, Any]:
     # imported here so `--help` and argument errors answer at once
-    from spacewalk.spacewalk18 import scoring as metrics
     from spacewalk.spacewalk18 import predictions as pred_files
+    from spacewalk.spacewalk18 import scoring as metrics
     from spacewalk.spacewalk18.dataset import Spacewalk18
 
     dataset = Spacewalk18(root)

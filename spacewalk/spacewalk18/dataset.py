@@ -10,14 +10,18 @@ from __future__ import annotations
 import bisect
 import csv
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from spacewalk.errors import DataError
-from spacewalk.fields import as_dict as _as_dict, as_list as _as_list, get as _get
-from spacewalk.fields import integer as _integer, number as _number
+from spacewalk.fields import as_dict as _as_dict
+from spacewalk.fields import as_list as _as_list
+from spacewalk.fields import get as _get
+from spacewalk.fields import integer as _integer
+from spacewalk.fields import number as _number
 from spacewalk.io import load_json
 
 FPS = 29.97

@@ -25,8 +25,9 @@ its G is a full linear map of the layout, so its output blocks already weigh nar
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
@@ -148,7 +149,7 @@ class FusedCalibration:
         return log_softmax(self.logits(features), axis=-1)
 
     @classmethod
-    def fit(cls, features: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]) -> "FusedCalibration":
+    def fit(cls, features: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]) -> FusedCalibration:
         """Maximum likelihood of the labels (val): features {video: [n, K+1, P]}, labels {video: [n]}."""
         columns = distinct_columns(features)
         xs = {v: np.asarray(f, dtype=np.float64)[..., columns] for v, f in features.items()}
@@ -198,7 +199,7 @@ class Emissions:
 
     @staticmethod
     def candidates(recording_calibrations: Sequence[str] = ("none",),
-                   block_fusions: Sequence[bool] = (False,)) -> list["Emissions"]:
+                   block_fusions: Sequence[bool] = (False,)) -> list[Emissions]:
         """Every combination, block fusion outermost (the first candidate wins ties: the global calibration)."""
         return [Emissions(str(rc), bool(bf)) for bf in block_fusions for rc in recording_calibrations]
 

@@ -14,9 +14,9 @@ import numpy as np
 from tqdm import tqdm
 
 from spacewalk.io import write_json
-from spacewalk.spacewalk18.scoring import step_recognition_metrics
-from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.dataset import Spacewalk18
+from spacewalk.spacewalk18.predictions import write_step_predictions
+from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.timeline import plot_timeline
 
 log = logging.getLogger(__name__)

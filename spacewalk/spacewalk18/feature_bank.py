@@ -15,9 +15,10 @@ import dataclasses
 import hashlib
 import json
 import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 

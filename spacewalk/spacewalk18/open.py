@@ -4,8 +4,9 @@ data config shares)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from spacewalk.release_or_synthetic import dataset_root
 from spacewalk.spacewalk18.dataset import Spacewalk18

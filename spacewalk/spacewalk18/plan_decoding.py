@@ -27,8 +27,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy.linalg import expm
@@ -56,7 +56,7 @@ class PlanModel:
     start_irrelevant: float  # P(a recording's annotated part starts with Irrelevant)
 
     @classmethod
-    def fit(cls, recordings: Iterable[Recording], max_offset: int = 8, smoothing: float = 0.5) -> "PlanModel":
+    def fit(cls, recordings: Iterable[Recording], max_offset: int = 8, smoothing: float = 0.5) -> PlanModel:
         """From annotations: consecutive annotated segments (not-annotated ones are skipped, the chain goes on
         through them), offsets beyond +-max_offset pooled at the edge, add-`smoothing` counts."""
         step_len, irr_len, step_next, resume_next = [], [], Counter(), Counter()
@@ -167,7 +167,7 @@ class Calibration:
         return log_softmax(s / self.temperature, axis=-1)
 
     @classmethod
-    def fit(cls, scores: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]) -> "Calibration":
+    def fit(cls, scores: Mapping[str, np.ndarray], labels: Mapping[str, np.ndarray]) -> Calibration:
         """Maximum likelihood of the labels (val) over temperature and Irrelevant's bias."""
         videos = list(scores)
 
@@ -212,7 +212,7 @@ class DecodeSettings:
             raise ValueError(f"labels must be one of {LABEL_RULES}, got {self.labels!r}")
 
     @staticmethod
-    def grid(**values: Sequence[float]) -> list["DecodeSettings"]:
+    def grid(**values: Sequence[float]) -> list[DecodeSettings]:
         names = list(values)
         return [DecodeSettings(**dict(zip(names, combo))) for combo in itertools.product(*values.values())]
 

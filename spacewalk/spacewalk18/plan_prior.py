@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -32,7 +32,7 @@ class PlanPriorBaseline:
     def _time_bin(self, seconds: np.ndarray, duration: float) -> np.ndarray:
         return np.clip((seconds / duration * self.time_bins).astype(int), 0, self.time_bins - 1)
 
-    def fit(self, dataset: Spacewalk18, split: str = "train") -> "PlanPriorBaseline":
+    def fit(self, dataset: Spacewalk18, split: str = "train") -> PlanPriorBaseline:
         irrelevant = np.zeros(self.time_bins)
         steps = np.zeros((self.position_bins, self.time_bins))
         for rec in dataset.split(split):

@@ -14,8 +14,9 @@ wrong, so the scoring tool's number equals metrics.json's. `unparsable` in metri
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

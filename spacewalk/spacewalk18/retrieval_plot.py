@@ -7,8 +7,8 @@ line from the query to the candidate that was wrongly chosen, correct ones small
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

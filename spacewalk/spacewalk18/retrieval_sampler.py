@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 

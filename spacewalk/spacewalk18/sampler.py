@@ -9,7 +9,7 @@ instead of materialised (the real videos have ~10^6 frames per label).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, Segment, StepSample
 

@@ -20,15 +20,19 @@ from pathlib import Path
 
 from spacewalk.errors import DataError
 from spacewalk.io import write_json
-from spacewalk.spacewalk18.sampler import SAMPLES_PER_VIDEO, recording_step_samples
 from spacewalk.spacewalk18.dataset import RETRIEVAL_DIR, SPLITS, Spacewalk18, samples_to_json
+from spacewalk.spacewalk18.sampler import SAMPLES_PER_VIDEO, recording_step_samples
 
 TASKS = ("step_recognition", "intra_video_retrieval")
 
 
 def _retrieval(dataset: Spacewalk18, args: argparse.Namespace) -> dict:
-    from spacewalk.spacewalk18.retrieval_sampler import (RetrievalSamplerConfig, recording_retrieval_samples,
-                                                         retrieval_samples_to_json, retrieval_statistics)
+    from spacewalk.spacewalk18.retrieval_sampler import (
+        RetrievalSamplerConfig,
+        recording_retrieval_samples,
+        retrieval_samples_to_json,
+        retrieval_statistics,
+    )
 
     cfg = RetrievalSamplerConfig(samples_per_video=args.per_video, seed=args.seed, draw=args.draw)
     samples = {}

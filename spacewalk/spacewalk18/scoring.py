@@ -15,7 +15,8 @@ raises. Neither case occurs in the official splits: every class 1..K has samples
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 

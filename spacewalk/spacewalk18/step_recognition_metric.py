@@ -7,15 +7,16 @@ and starts fast; this module is for training loops.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
-from spacewalk.spacewalk18.scoring import Undefined, check_undefined_policy, step_recognition_metrics
 from spacewalk.spacewalk18.dataset import Recording, StepSample
+from spacewalk.spacewalk18.scoring import Undefined, check_undefined_policy, step_recognition_metrics
 
 
 class VideoOutputs(NamedTuple):

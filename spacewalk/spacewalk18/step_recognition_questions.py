@@ -19,8 +19,9 @@ the subset's samples in `samples.subset.json`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +31,8 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, StepSample, samples_to_json
-from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.open import open_spacewalk18
+from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.question_answering import choices_block
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.summaries import check_summary, steps_in_window, summary_parts

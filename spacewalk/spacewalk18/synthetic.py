@@ -20,21 +20,37 @@ import dataclasses
 import io
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from spacewalk.io import atomic_dir, load_json, write_json, write_text
-from spacewalk.spacewalk18.sampler import step_samples
 from spacewalk.spacewalk18.dataset import (
-    ANNOTATION_FILE, FPS, IRRELEVANT_DESCRIPTION, NOT_ANNOTATED, QUESTION_FILE, RETRIEVAL_DIR, SPLIT_FILE,
-    SPLITS, STEP_RECOGNITION_DIR, STEPS_FILE, TRANSCRIPT_COLUMNS, TRANSCRIPT_DIR, TRANSCRIPT_ENCODING, VIDEO_DIR,
-    Segment, Spacewalk18, frame_of, samples_to_json,
+    ANNOTATION_FILE,
+    FPS,
+    IRRELEVANT_DESCRIPTION,
+    NOT_ANNOTATED,
+    QUESTION_FILE,
+    RETRIEVAL_DIR,
+    SPLIT_FILE,
+    SPLITS,
+    STEP_RECOGNITION_DIR,
+    STEPS_FILE,
+    TRANSCRIPT_COLUMNS,
+    TRANSCRIPT_DIR,
+    TRANSCRIPT_ENCODING,
+    VIDEO_DIR,
+    Segment,
+    Spacewalk18,
+    frame_of,
+    samples_to_json,
 )
+from spacewalk.spacewalk18.sampler import step_samples
 
 # Written beside the official files so ensure_dataset can tell which generation a root holds.
 RECORD_FILE = "synthetic.json"

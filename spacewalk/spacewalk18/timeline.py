@@ -3,8 +3,8 @@ and the confusion matrix over the recording's classes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 

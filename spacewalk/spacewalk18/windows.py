@@ -8,8 +8,8 @@ is its sentences joined by single spaces in file order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -229,16 +229,16 @@ def test_train_tasks_subset(hirest, tokenizer):
 
 def test_eval_loaders(hirest, tokenizer):
     dm = HiRESTDataModule(hirest, FakeFeatures(hirest), tokenizer=tokenizer, batch_size=2, eval_batch_size=4)
-    assert [next(iter(l))["task"] for l in dm.val_dataloader()] == list(TASKS)
+    assert [next(iter(loader))["task"] for loader in dm.val_dataloader()] == list(TASKS)
     val_seg = next(iter(dm.val_dataloader()[1]))
     assert "target" in val_seg  # the val loss is teacher forced
     test = dm.test_dataloader()
-    assert [next(iter(l))["task"] for l in test] == list(TASKS)
+    assert [next(iter(loader))["task"] for loader in test] == list(TASKS)
     assert "moment" in next(iter(test[1]))
     e2e = HiRESTDataModule(hirest, FakeFeatures(hirest), tokenizer=tokenizer, inference="end_to_end")
-    assert [next(iter(l))["task"] for l in e2e.test_dataloader()] == ["moment_retrieval"]
+    assert [next(iter(loader))["task"] for loader in e2e.test_dataloader()] == ["moment_retrieval"]
     val_predict = HiRESTDataModule(hirest, FakeFeatures(hirest), tokenizer=tokenizer, predict_split="val")
-    videos = {v for l in val_predict.predict_dataloader() for b in l for v in b["video"]}
+    videos = {v for loader in val_predict.predict_dataloader() for b in loader for v in b["video"]}
     assert videos == {a.video for a in hirest.annotations("val") if a.clip}
 
 

@@ -41,7 +41,7 @@ def test_masked_test_split_takes_steps_from_the_formatted_gt(real_hirest_root):
     ann = data.annotations("test")[0]
     assert ann.masked and ann.bounds == (0.0, 1.0)
     with pytest.raises(DataError, match="hides moments"):
-        ann.moment
+        _ = ann.moment
     steps = data.step_annotations("test")
     assert len(steps) == 507
     gt = data.moment_gt("test")

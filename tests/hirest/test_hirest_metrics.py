@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk.hirest import scoring as hm
 from spacewalk.errors import DataError
+from spacewalk.hirest import scoring as hm
 
 M = (0, 100)  # the GT moment of the hand-made segmentation cases
 

@@ -8,20 +8,24 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from window_decoding import decode_window
 
 import spacewalk.hirest.synthetic.generate as hs
 from spacewalk.hirest.dataset import HiREST
 from spacewalk.hirest.subtitles import Subtitle, read_srt, write_srt
 from spacewalk.hirest.synthetic.__main__ import main
 from spacewalk.hirest.synthetic.generate import (
-    ASR_DIR, RECORD_FILE, VAL_TESTING_SPLIT_FILE, VIDEO_DIR, ensure_hirest, generate_hirest,
+    ASR_DIR,
+    RECORD_FILE,
+    VAL_TESTING_SPLIT_FILE,
+    VIDEO_DIR,
+    ensure_hirest,
+    generate_hirest,
 )
 from spacewalk.hirest.synthetic.options import HiRESTOptions
 from spacewalk.hirest.synthetic.plan import plan_hirest
 from spacewalk.hirest.synthetic.vocabulary import CATEGORIES as THINGS
 from spacewalk.video import open_video
-
-from window_decoding import decode_window
 
 # small enough to generate in about a second, big enough for every kind of video and annotation quirk
 TINY = HiRESTOptions(seed=3, n_train=4, n_val=2, n_test=2, videos_per_query=(1, 3), n_distractors=3,
@@ -103,10 +107,10 @@ def test_schema(root):
         queries = _load(root, rel)
         assert queries and all(isinstance(q, str) and videos for q, videos in queries.items())
         for videos in queries.values():
-            for v, entry in videos.items():
+            for entry in videos.values():
                 _check_entry(entry, masked=split == "test")
     for rel, bound_type in ((TEST_GT, float), (VAL_GT, int)):  # as in the release
-        for v, entry in _load(root, rel).items():
+        for entry in _load(root, rel).values():
             assert list(entry) == ["captions", "bounds"]
             for cap in entry["captions"]:
                 assert list(cap) == ["start", "end", "sentence"]
@@ -162,7 +166,7 @@ def test_steps_tile_moments(root):
     for split in ("train", "val"):
         videos = _split_videos(root, split)
         assert any(e["clip"] and e["steps"] for e in videos.values())
-        for v, e in videos.items():
+        for e in videos.values():
             kinds.add((e["clip"], bool(e["steps"])))
             if not e["clip"]:
                 continue

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from conftest import TINY_CLIP, tiny_clip, tiny_clip_tokenizer, tiny_videomae, tiny_xclip, unavailable
 import torch
 
 from spacewalk import encoders
 from spacewalk.encoders import TextEncoder, VideoEncoder, uniform_frame_indices
 
+from conftest import TINY_CLIP, tiny_clip, tiny_clip_tokenizer, tiny_videomae, tiny_xclip, unavailable
 
 
 @pytest.fixture(autouse=True)

@@ -35,8 +35,8 @@ def test_the_vectorised_form_is_the_scalar_rule():
     first, last = cell_span(windows[:, 0], windows[:, 1], 12.0, 11)
     query = cell_of(windows[:, 0], 12.0, 11)
     assert first.dtype == last.dtype == query.dtype == np.int64
-    for (start, end), f, l, q in zip(windows, first, last, query):
-        assert cell_span(float(start), float(end), 12.0, 11) == (f, l)
+    for (start, end), f, last_cell, q in zip(windows, first, last, query):
+        assert cell_span(float(start), float(end), 12.0, 11) == (f, last_cell)
         assert cell_of(float(start), 12.0, 11) == q == f
 
 

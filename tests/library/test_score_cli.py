@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from spacewalk.spacewalk18.scoring import qa_accuracy, retrieval_accuracy, step_recognition_metrics
-from spacewalk.spacewalk18.predictions import write_qa_predictions, write_retrieval_predictions, write_step_predictions
 from spacewalk.score import main
 from spacewalk.spacewalk18.dataset import Spacewalk18
+from spacewalk.spacewalk18.predictions import write_qa_predictions, write_retrieval_predictions, write_step_predictions
+from spacewalk.spacewalk18.scoring import qa_accuracy, retrieval_accuracy, step_recognition_metrics
 
 
 def run_cli(*args):

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_clip, tiny_videomae, tiny_xclip
 from datamodules.all_layer import AllLayerDataModule
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.all_layer import AllLayerModule, TrainableTowers, freeze_first_blocks
@@ -17,6 +16,8 @@ from spacewalk.errors import DataError
 from spacewalk.spacewalk18.dataset import Spacewalk18
 from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.video import open_video, sparse_timestamps
+
+from conftest import tiny_clip, tiny_videomae, tiny_xclip
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)
@@ -127,8 +128,9 @@ def test_clip_transform_trains_on_one_crop_for_the_whole_clip():
 @pytest.mark.parametrize("family", ["xclip", "videomae"])
 def test_a_clip_model_tower_trains_a_step(root, tmp_path, minilm, family):
     # VideoMAE has no text space: modalities=video compares the window's VideoMAE feature with the animations'
-    import pytorch_lightning as pl
     from functools import partial
+
+    import pytorch_lightning as pl
 
     video = VIDEO_TOWERS[family]()
     dm = make(root, tmp_path / "bank", "video", minilm, video, batch_size=8, eval_batch_size=32)

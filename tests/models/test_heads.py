@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.heads import (LFBAvg, LFBCat, LFBNonLocal, LFBTransformer, LinearHead, ZeroShot, head_reads_cells,
-                          query_cell)
+from models.heads import LFBAvg, LFBCat, LFBNonLocal, LFBTransformer, LinearHead, ZeroShot, head_reads_cells, query_cell
 
 D = 24
 

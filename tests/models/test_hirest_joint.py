@@ -345,7 +345,7 @@ def test_bad_arguments():
 
 def test_tokenizer_must_match_the_model(tokenizer):
     with pytest.raises(ValueError, match="does not match"):
-        HiRESTJointModule(**TINY, eos_id=5, tokenizer=tokenizer).tokenizer
+        _ = HiRESTJointModule(**TINY, eos_id=5, tokenizer=tokenizer).tokenizer
     assert HiRESTJointModule(**TINY, tokenizer=tokenizer).tokenizer is tokenizer
 
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, tiny_clip
 from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule
 from datamodules.intra_video_retrieval_all_layer import AllLayerRetrievalDataModule
 from models.all_layer import TrainableTowers
@@ -25,6 +24,8 @@ from spacewalk.spacewalk18.dataset import Spacewalk18
 from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
 from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.video import open_video, sparse_timestamps
+
+from conftest import REPO, tiny_clip
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=(12, 14), steps_per_video=(3, 4), samples_per_video=20,
              retrieval_samples_per_video=10, questions_per_video=2, video_fps=0.5, frame_size=16, progress=False)

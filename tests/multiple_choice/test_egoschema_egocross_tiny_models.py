@@ -15,14 +15,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import REPO
-from spacewalk.egocross.synthetic import Options as EgoCrossOptions, generate_egocross
+from spacewalk.egocross.synthetic import Options as EgoCrossOptions
+from spacewalk.egocross.synthetic import generate_egocross
 from spacewalk.egocross.task import PREDICTIONS_FILE, open_egocross
 from spacewalk.egoschema.dataset import read_questions
 from spacewalk.multiple_choice import runner, tiny_models
 from spacewalk.multiple_choice.backends import transformers_vlm
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.score import main as score_main
+
+from conftest import REPO
 
 ES_OPTIONS = dict(n_questions=6, n_answered=4, seconds=4, fps=2, frame_size=32)
 EC_OPTIONS = dict(per_category=1, frames=[3, 5], frame_size=32)

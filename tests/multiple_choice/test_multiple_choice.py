@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fakes import FakeText
 from spacewalk import score
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import RandomBackend, ScriptedBackend
@@ -18,11 +17,13 @@ from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBacken
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.parsing import parse_letter, parse_number
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Reply
-from spacewalk.spacewalk18.predictions import read_step_predictions
 from spacewalk.spacewalk18.open import open_spacewalk18
+from spacewalk.spacewalk18.predictions import read_step_predictions
 from spacewalk.spacewalk18.question_answering import QuestionAnswering
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.step_recognition_questions import StepRecognitionQuestions
+
+from fakes import FakeText
 
 SMALL = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=60,
              retrieval_samples_per_video=4, questions_per_video=6)
@@ -371,9 +372,10 @@ def test_step_rating_asks_every_class_and_predicts_the_best_rated(synthetic, tmp
 
 
 def test_contrastive_video_scores_options_against_the_clip_frames(synthetic):
-    from fakes import FakeVideo
     from spacewalk.multiple_choice.backends.contrastive import ContrastiveVideoBackend
     from spacewalk.multiple_choice.frames import sample_frames
+
+    from fakes import FakeVideo
 
     class VideoWithText(FakeVideo):
         def __init__(self):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fakes import FakeText, RecordingLLM
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, IMAGE_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBackend
@@ -19,6 +18,8 @@ from spacewalk.spacewalk18 import summaries
 from spacewalk.spacewalk18.open import open_spacewalk18
 from spacewalk.spacewalk18.question_answering import QA_INSTRUCTION, QuestionAnswering
 from spacewalk.spacewalk18.step_recognition_questions import INSTRUCTION, MISSION, StepRecognitionQuestions
+
+from fakes import FakeText, RecordingLLM
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
              retrieval_samples_per_video=4, questions_per_video=4)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fakes import RecordingLLM
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend, conversation
@@ -17,6 +16,8 @@ from spacewalk.multiple_choice.task import Prompt
 from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
 from spacewalk.spacewalk18.open import open_spacewalk18
 from spacewalk.spacewalk18.question_answering import QuestionAnswering
+
+from fakes import RecordingLLM
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
              retrieval_samples_per_video=4, questions_per_video=4)

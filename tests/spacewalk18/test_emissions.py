@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_plan_decoding import noisy_recording, recording
 
 from spacewalk.spacewalk18.dataset import NOT_ANNOTATED
-from spacewalk.spacewalk18.emissions import (Emissions, FusedCalibration, WindowRows, block_pairs, cell_scores,
-                                             distinct_columns, mean_log_probs, pair_products, recording_normalized,
-                                             window_normalized, within_window_emissions)
-from spacewalk.spacewalk18.plan_decoding import (Calibration, DecodeSettings, PlanModel, WithinWindowDecoder,
-                                                 cell_labels)
-from test_plan_decoding import noisy_recording, recording
+from spacewalk.spacewalk18.emissions import (
+    Emissions,
+    FusedCalibration,
+    WindowRows,
+    block_pairs,
+    cell_scores,
+    distinct_columns,
+    mean_log_probs,
+    pair_products,
+    recording_normalized,
+    window_normalized,
+    within_window_emissions,
+)
+from spacewalk.spacewalk18.plan_decoding import Calibration, DecodeSettings, PlanModel, WithinWindowDecoder, cell_labels
 
 
 def test_recording_normalized_centres_and_scales_against_the_reference():

@@ -14,13 +14,28 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data import DistributedSampler
 
-from spacewalk.spacewalk18.step_recognition_metric import StepRecognitionMetric
-from spacewalk.spacewalk18.scoring import (accuracy, average_precision, class_average_precisions,
-                               class_ious, qa_accuracy, retrieval_accuracy, step_recognition_metrics,
-                               video_step_metrics)
+from spacewalk.spacewalk18.dataset import (
+    FPS,
+    Question,
+    Recording,
+    RetrievalSample,
+    Segment,
+    Spacewalk18,
+    Step,
+    StepSample,
+)
 from spacewalk.spacewalk18.sampler import step_samples
-from spacewalk.spacewalk18.dataset import (FPS, Question, Recording, RetrievalSample, Segment, Spacewalk18, Step,
-                                   StepSample)
+from spacewalk.spacewalk18.scoring import (
+    accuracy,
+    average_precision,
+    class_average_precisions,
+    class_ious,
+    qa_accuracy,
+    retrieval_accuracy,
+    step_recognition_metrics,
+    video_step_metrics,
+)
+from spacewalk.spacewalk18.step_recognition_metric import StepRecognitionMetric
 
 
 def make_recording(video_id: str, bounds: list[tuple[int, int, int]], num_classes: int) -> Recording:

@@ -10,8 +10,16 @@ import pytest
 from scipy.special import softmax
 
 from spacewalk.spacewalk18.dataset import FPS, Recording, Segment, Step, StepSample
-from spacewalk.spacewalk18.plan_decoding import (Calibration, DecodeSettings, PlanModel, WholeRecordingDecoder,
-                                                 WithinWindowDecoder, grid_cell, grid_samples, transitions)
+from spacewalk.spacewalk18.plan_decoding import (
+    Calibration,
+    DecodeSettings,
+    PlanModel,
+    WholeRecordingDecoder,
+    WithinWindowDecoder,
+    grid_cell,
+    grid_samples,
+    transitions,
+)
 
 
 def recording(labels: list[int], seconds: list[float], num_steps: int, video_id: str = "01012020") -> Recording:

@@ -8,9 +8,15 @@ import numpy as np
 import pytest
 
 from spacewalk.errors import DataError
-from spacewalk.spacewalk18.predictions import (read_qa_predictions, read_retrieval_predictions, read_step_predictions,
-                                   write_qa_predictions, write_retrieval_predictions, write_step_predictions)
 from spacewalk.spacewalk18.dataset import Question, RetrievalSample, Spacewalk18
+from spacewalk.spacewalk18.predictions import (
+    read_qa_predictions,
+    read_retrieval_predictions,
+    read_step_predictions,
+    write_qa_predictions,
+    write_retrieval_predictions,
+    write_step_predictions,
+)
 
 VIDEO = "03032020"  # the test video of conftest's tiny root: K + 1 = 3, 30 samples
 

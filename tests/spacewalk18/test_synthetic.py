@@ -13,11 +13,18 @@ import pytest
 from omegaconf import OmegaConf
 
 import spacewalk.spacewalk18.synthetic as synthetic
-from spacewalk.spacewalk18.sampler import step_samples
 from spacewalk.spacewalk18.dataset import (
-    FPS, IRRELEVANT_DESCRIPTION, NOT_ANNOTATED, SPLITS, STEP_RECOGNITION_DIR, Spacewalk18, frame_of, samples_to_json,
+    FPS,
+    IRRELEVANT_DESCRIPTION,
+    NOT_ANNOTATED,
+    SPLITS,
+    STEP_RECOGNITION_DIR,
+    Spacewalk18,
+    frame_of,
+    samples_to_json,
 )
-from spacewalk.spacewalk18.synthetic import OBJECTS, LOCATIONS, PALETTE, VERB_ING, VOCABULARY, ensure_dataset, generate
+from spacewalk.spacewalk18.sampler import step_samples
+from spacewalk.spacewalk18.synthetic import LOCATIONS, OBJECTS, PALETTE, VERB_ING, VOCABULARY, ensure_dataset, generate
 
 # small enough to generate in well under a second, big enough for every task file to have content
 TINY = dict(n_train=2, n_val=1, n_test=1, steps_per_video=(5, 6), minutes=(6.0, 8.0), video_fps=1.0,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spacewalk.spacewalk18.dataset import FPS, Sentence, Spacewalk18
 from spacewalk.durations import parse_duration
+from spacewalk.spacewalk18.dataset import FPS, Sentence, Spacewalk18
 from spacewalk.spacewalk18.windows import TranscriptIndex, context_window, context_windows
 
 ALL_LENGTHS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min"]

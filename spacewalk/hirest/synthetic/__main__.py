@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from spacewalk.hirest.synthetic.generate import generate_hirest
 from spacewalk.hirest.synthetic.options import HiRESTOptions

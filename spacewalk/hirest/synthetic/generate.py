@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from spacewalk.hirest.dataset import (
-    CATEGORIES_FILE, MOMENT_GT_FILES, NEGATIVES_FILE, SPLIT_FILE, SPLITS, HiREST, durations,
+    CATEGORIES_FILE,
+    MOMENT_GT_FILES,
+    NEGATIVES_FILE,
+    SPLIT_FILE,
+    SPLITS,
+    HiREST,
+    durations,
 )
 from spacewalk.hirest.subtitles import Subtitle, write_srt
 from spacewalk.hirest.synthetic.options import HiRESTOptions, as_options

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from spacewalk.hirest.synthetic.vocabulary import RECIPE_LENGTH, TASKS
 

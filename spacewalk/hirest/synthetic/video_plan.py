@@ -34,7 +34,7 @@ class Shot:
     seed: int = 0
     pan: tuple[float, float] = (0.0, 0.0)  # camera motion, frame widths per second since `origin`
     origin: float = 0.0  # when the take began (a continued take keeps its predecessor's)
-    fade_from: "Shot | None" = None  # a continuous step change: the shot this one cross-fades from
+    fade_from: Shot | None = None  # a continuous step change: the shot this one cross-fades from
     fade: float = 0.0  # seconds of that cross-fade, from `start`
 
 

@@ -6,7 +6,7 @@ processes or a resume), near chance."""
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

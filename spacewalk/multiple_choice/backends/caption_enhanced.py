@@ -11,7 +11,7 @@ such as the mission's animated preview or a step oracle's middle frames).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual

@@ -22,7 +22,7 @@ new model, not the paper's contrastive adaptation.)
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -19,11 +19,11 @@ import io
 import json
 import logging
 import os
-import socket
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +112,7 @@ class OpenAIChatBackend:
                     raise RuntimeError(f"{url}: HTTP {e.code}{hint}: {message}") from e
                 problem = f"HTTP {e.code}: {message}"
                 retry_after = e.headers.get("Retry-After") if e.headers else None
-            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
                 problem = f"{type(e).__name__}: {e}"
             if attempt == self.max_retries:
                 raise RuntimeError(f"{url}: gave up after {self.max_retries + 1} attempts; last: {problem}")

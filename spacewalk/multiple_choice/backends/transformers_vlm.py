@@ -17,7 +17,8 @@ else float32); `device` or `device_map` (e.g. "auto" to spread a large model ove
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
