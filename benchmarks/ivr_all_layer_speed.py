@@ -57,7 +57,8 @@ def main() -> None:
         loss.backward()
         optimizer.step()
         times.append(time.perf_counter() - t0)
-        print(f"  step {step}: {times[-1]:.1f} s, {batch['text_weight'].shape[1]} distinct sentences, loss {loss.item():.3f}")
+        print(f"  step {step}: {times[-1]:.1f} s, {batch['text_weight'].shape[1]} distinct sentences, "
+              f"loss {loss.item():.3f}")
     per_step = sorted(times)[len(times) // 2]
     rate = args.batch_size / per_step
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

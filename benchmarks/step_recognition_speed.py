@@ -157,7 +157,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per recipe")
     parser.add_argument("--video", action="store_true", help="also time a video bank build (slow on CPU)")
     parser.add_argument("--scratch", help="working folder (kept; default: a temporary one); a text bank already in "
-                                          "SCRATCH/bank-text (e.g. a copy of data/feature_banks/<data>/minilm) is reused")
+                                          "SCRATCH/bank-text (e.g. a copy of data/feature_banks/<data>/minilm) is "
+                                          "reused")
     parser.add_argument("--precision", choices=("fp32", "bf16-mixed"), default="fp32",
                         help="head training precision (bf16-mixed: autocast, as +trainer.precision=bf16-mixed)")
     parser.add_argument("--recipes", default=",".join(RECIPES), help="comma-separated recipes to time")
@@ -192,8 +193,9 @@ def main() -> None:
     for context_name in contexts:
         seconds = CONTEXTS[context_name]
         for recipe in recipes:
-            cmd = [sys.executable, __file__, "--one", recipe, str(seconds), "--steps", str(args.steps),
-                   "--precision", args.precision, "--scratch", str(scratch)] + (["--root", args.root] if args.root else [])
+            cmd = ([sys.executable, __file__, "--one", recipe, str(seconds), "--steps", str(args.steps),
+                    "--precision", args.precision, "--scratch", str(scratch)]
+                   + (["--root", args.root] if args.root else []))
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             r = json.loads(out)
             bank_rate[(recipe, context_name)] = r["samples_per_s"]

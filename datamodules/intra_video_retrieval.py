@@ -83,7 +83,8 @@ class IntraVideoRetrievalDataModule(BankWindowsDataModule):
             if split not in SPLITS or source not in SOURCES:
                 raise ValueError(f"samples: expected {{split: one of {SOURCES}}} for splits {SPLITS}, got "
                                  f"{split!r}: {source!r}")
-        self.sampler = sampler if isinstance(sampler, RetrievalSamplerConfig) else RetrievalSamplerConfig(**(sampler or {}))
+        self.sampler = (sampler if isinstance(sampler, RetrievalSamplerConfig)
+                        else RetrievalSamplerConfig(**(sampler or {})))
         self.splits: dict[str, RetrievalSplit] = {}
         self.samples: dict[str, dict[str, list[RetrievalSample]]] = {}
         self.video_ids: dict[str, list[str]] = {}

@@ -216,7 +216,8 @@ class StepRecognitionDataModule(BankWindowsDataModule):
         return {"cells": torch.from_numpy(cells), "cell_mask": torch.from_numpy(cell_mask),
                 "query_pos": torch.from_numpy(ix.query_pos[idx]).long()}
 
-    def collate_share(self, split: str, rank: int, world_size: int, global_batch: Sequence[int]) -> dict[str, torch.Tensor]:
+    def collate_share(self, split: str, rank: int, world_size: int,
+                      global_batch: Sequence[int]) -> dict[str, torch.Tensor]:
         """This process's share of a global batch (datamodules/global_batches.py), plus "labelled_total",
         the global batch's number of samples labelled 1..K, which weights the loss so that DDP's gradient
         average is the global batch's mean. A padding share gets label 0 (Irrelevant: no loss)."""

@@ -61,5 +61,6 @@ class TWFinchRetrieval:
             same = cands == query[:, None]
             coin = np.random.default_rng([self.seed, r]).integers(0, 2, len(samples))
             out[video_id] = np.where(same[:, 0] & ~same[:, 1], 0, np.where(same[:, 1] & ~same[:, 0], 1, coin))
-            log.info("TW-FINCH: %s, %.1f %% of samples decided by a coin", video_id, 100 * (same[:, 0] == same[:, 1]).mean())
+            log.info("TW-FINCH: %s, %.1f %% of samples decided by a coin", video_id,
+                     100 * (same[:, 0] == same[:, 1]).mean())
         return out

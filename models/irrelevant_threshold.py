@@ -107,7 +107,8 @@ def threshold_curve(video: np.ndarray, label: np.ndarray, step_prediction: np.nd
         raise ValueError("video, label, step_prediction and max_score must be non-empty and equally long")
     if np.isnan(score).any():
         raise ValueError("max_score has NaN")
-    if (label < 0).any() or (label >= num_classes[video]).any() or (step < 1).any() or (step >= num_classes[video]).any():
+    classes = num_classes[video]
+    if (label < 0).any() or (label >= classes).any() or (step < 1).any() or (step >= classes).any():
         raise ValueError("labels must lie in 0..K and step predictions in 1..K of their video")
 
     # only the videos that have samples take part in the mean over videos

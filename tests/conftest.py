@@ -37,7 +37,8 @@ def ci_requirements() -> list[str]:
     base = shared_data_dir()
     for name in ("spacewalk18", "hirest", "egoschema", "egocross"):
         if base is None or not (base / name).is_dir():
-            missing.append(f"the real {name} annotations (SPACEWALK_SHARED_DATA={os.environ.get('SPACEWALK_SHARED_DATA')!r}"
+            value = os.environ.get("SPACEWALK_SHARED_DATA")
+            missing.append(f"the real {name} annotations (SPACEWALK_SHARED_DATA={value!r}"
                            " must be a folder holding spacewalk18/, hirest/, egoschema/ and egocross/; `make test` "
                            "sets ../shared/data)")
     if shutil.which("java") is None:

@@ -169,7 +169,8 @@ def generate_egoschema(root: str | Path, options: Options | None = None, *, over
             q_uid = _uuid(rng)
             clip = _clip(rng, opts.seconds)
             text, options, answer = _question(KINDS[i % len(KINDS)], clip, rng)
-            questions.append({"q_uid": q_uid, "google_drive_id": "".join(rng.choice(list("abcdefghijkLMNOPQ0123_-"), 33)),
+            drive_id = "".join(rng.choice(list("abcdefghijkLMNOPQ0123_-"), 33))
+            questions.append({"q_uid": q_uid, "google_drive_id": drive_id,
                               "question": text, **dict(zip(OPTION_KEYS, options))})
             answers[q_uid] = answer
             start = 60 * int(rng.integers(0, 40))

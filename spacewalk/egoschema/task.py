@@ -48,8 +48,8 @@ class EgoSchemaTask:
                 w = windows[q.q_uid]
                 meta.update(video_uid=w.video_uid, starting_sec=w.start, ending_sec=w.end)
             items.append(MultipleChoiceItem(id=q.q_uid, question=q.question, options=q.options,
-                                            answer=answers.get(q.q_uid), visual=Visual(video=self.dataset.video(q.q_uid)),
-                                            meta=meta))
+                                            answer=answers.get(q.q_uid),
+                                            visual=Visual(video=self.dataset.video(q.q_uid)), meta=meta))
         return items
 
     def prompt(self, item: MultipleChoiceItem) -> Prompt:

@@ -60,7 +60,8 @@ def test_text_batch_follows_the_window_rule(dataset, tmp_path):
         expected = normalise(np.sum([text_vector(rec.transcript[j].text, 8) for j in sentences], axis=0))
         np.testing.assert_allclose(full["clip"][i, :8].numpy(), expected, atol=2e-3)  # float16 bank
         np.testing.assert_array_equal(full["clip"][i, :8], full["clip"][i, 8:])  # [t, t]
-        cells = [j for j in range(int(np.ceil(rec.duration / 12))) if j * 12 < window.end and (j + 1) * 12 > window.start]
+        cells = [j for j in range(int(np.ceil(rec.duration / 12)))
+                 if j * 12 < window.end and (j + 1) * 12 > window.start]
         assert full["cell_mask"][i].sum() == len(cells)
         assert cells[int(full["query_pos"][i])] == int(s.timestamp // 12)
         assert int(full["label"][i]) == s.label and int(full["sample_id"][i]) == s.id

@@ -40,7 +40,8 @@ def test_the_real_testbed_loads_and_validates(real_egocross_root):
     assert len({q.question_type for q in qs}) == 15
     assert Counter(q.sampling_fps for q in qs) == {0.5: 935, 1.0: 22}  # CholecTrack20's .png clips: 1 fps
     q = qs[0]
-    assert data.frame_paths(q)[0] == real_egocross_root / "egocross_testbed/CholecTrack20/generated/VID01/frames/oc_q1/frame_00000.jpg"
+    frames = real_egocross_root / "egocross_testbed/CholecTrack20/generated/VID01/frames"
+    assert data.frame_paths(q)[0] == frames / "oc_q1/frame_00000.jpg"
     assert data.frame_times(q) == (0.0, 2.0, 4.0, 6.0, 8.0)
 
 
@@ -56,7 +57,8 @@ def test_the_closeqa_prompt_is_the_authors(real_egocross_root):
         "The original FPS of the video is 25.0. This image set is obtained by sampling at 0.5 fps."
         "Respond in JSON format with two fields: 'prediction' (the correct option letter: A, B, C, or D) and "
         "'reason' (a brief explanation of your choice). Do not include any other content.\n\n"
-        "Example response:\n{\n    \"prediction\": \"B\",\n    \"reason\": \"Paris is the capital city of France.\"\n}\n")
+        "Example response:\n{\n    \"prediction\": \"B\",\n"
+        "    \"reason\": \"Paris is the capital city of France.\"\n}\n")
     assert item.options == ("4", "3", "1", "2") and item.visual.frame_times[:2] == (0.0, 2.0)
     assert isinstance(task, MultipleChoiceTask)
 
@@ -248,9 +250,9 @@ def test_ground_truth_replies_score_100_and_random_ones_near_chance(synthetic_ro
     data = EgoCross(synthetic_root, answers=synthetic_root / ANSWERS_FILE)
     rng = np.random.default_rng(0)
     n = len(data.questions)
+    spread = 3 * 100 * (3 / 16 / n) ** 0.5
     for name, letter_of, low, high in [("truth", lambda q: q.answer.letter, 100, 100),
-                                       ("random", lambda q: str(rng.choice(list("ABCD"))), 25 - 3 * 100 * (3 / 16 / n) ** 0.5,
-                                        25 + 3 * 100 * (3 / 16 / n) ** 0.5)]:
+                                       ("random", lambda q: str(rng.choice(list("ABCD"))), 25 - spread, 25 + spread)]:
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(_replies(data, letter_of)))
         assert score_main(["egocross", "--task", "closeqa", "--data", str(synthetic_root / TESTBED),

@@ -122,7 +122,8 @@ def test_the_prompt_is_lmms_evals_wording(real_egoschema_dir):
     assert prompt.parts[1] == (
         "Based on the events of the video, how would you describe c's behavior in the grocery store and its "
         "purpose, without listing every action?\n"
-        "A. C shopped carefully, selecting fridge items, interacting with staff, and frequently checking surroundings.\n"
+        "A. C shopped carefully, selecting fridge items, interacting with staff, and frequently checking "
+        "surroundings.\n"
         "B. " + item.options[1] + "\nC. " + item.options[2] + "\nD. " + item.options[3] + "\nE. " + item.options[4]
         + "\nAnswer with the option's letter from the given choices directly.")
     assert item.meta["contrastive_texts"][0] == (

@@ -41,7 +41,8 @@ def test_grow_moment_stops_where_the_score_drops():
 def test_moment_retrieval_modes():
     frames = _onehots([1, 1, 0, 0, 0, 1, 1, 1, 1, 1])
     feats = TableFeatures({"v.mp4": frames}, {"q": np.array([1, 0, 0, 0], np.float32)})
-    assert MomentRetrievalBaseline("threshold").predict(feats, [("q", "v.mp4")]) == {"q": {"v.mp4": {"bounds": [2.0, 5.0]}}}
+    predicted = MomentRetrievalBaseline("threshold").predict(feats, [("q", "v.mp4")])
+    assert predicted == {"q": {"v.mp4": {"bounds": [2.0, 5.0]}}}
     # window mode: 8 seconds each side of the best (the first best, second 2), clipped to the video
     assert MomentRetrievalBaseline("window", window=8).bounds(frames, feats.query("q"), "v.mp4") == [0.0, 10.0]
     assert MomentRetrievalBaseline("window", window=1).bounds(frames, feats.query("q"), "v.mp4") == [1.0, 4.0]

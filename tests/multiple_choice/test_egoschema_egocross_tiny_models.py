@@ -97,7 +97,8 @@ def test_evaluate_egocross_with_a_tiny_llava_onevision(checkpoints, tmp_path, ca
     assert replies == {r["item_id"]: r["reply"] for r in records}
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["total"] == n and metrics["unparsable"] == sum(r["choice"] is None for r in records)
-    result = scored(capsys, "egocross", "--task", "closeqa", "--data", str(data / "datasets/egocross_testbed_imgs.json"),
+    testbed = data / "datasets/egocross_testbed_imgs.json"
+    result = scored(capsys, "egocross", "--task", "closeqa", "--data", str(testbed),
                     "--answers", str(data / "answers.json"), "--predictions", str(out / PREDICTIONS_FILE))
     assert result == metrics
 

@@ -91,7 +91,8 @@ def test_requests_retries_and_answers_through_the_runner(stub, items, tmp_path):
     # adjacent texts as one, joined by newlines (as the prompt's text has them)
     assert user["content"][2] == {"type": "text", "text": "question 0?\n(A) x\n(B) y\n(C) z"}
     records = runner.read_records(tmp_path / runner.RECORDS)
-    assert [r.reply for r in records] == ["Answer: B", "Answer: B"] and records[0].meta == {"usage": {"total_tokens": 7}}
+    assert [r.reply for r in records] == ["Answer: B", "Answer: B"]
+    assert records[0].meta == {"usage": {"total_tokens": 7}}
 
 
 def test_gives_up_after_max_retries_and_does_not_retry_client_errors(stub, items):

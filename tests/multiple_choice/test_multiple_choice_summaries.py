@@ -32,7 +32,8 @@ def synthetic(tmp_path_factory):
 
 def test_prompt_resolves_the_clip_and_context_visuals_in_order(tmp_path):
     clip, preview, still = (Visual(video=tmp_path / "a.mp4", start=10.0, end=20.0),
-                            Visual(video=tmp_path / "a.mp4", start=1.0, end=5.0), Visual(video=tmp_path / "a.mp4", time=3.0))
+                            Visual(video=tmp_path / "a.mp4", start=1.0, end=5.0),
+                            Visual(video=tmp_path / "a.mp4", time=3.0))
     item = MultipleChoiceItem(id="x", question="q?", options=("a", "b"), visual=clip)
     prompt = Prompt((Prompt.VISUAL, "one", preview, "two", still, Prompt.VISUAL, "three"))
     assert prompt.visual_parts(item) == [clip, "one", preview, "two", still, "three"]  # the clip once

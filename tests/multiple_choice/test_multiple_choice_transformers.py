@@ -139,9 +139,11 @@ def test_several_visuals_reach_the_model_in_prompt_order(family, build, qa, tmp_
     assert colours == [(250, 0, 0), (0, 250, 0), (0, 0, 250)]  # row 1: clip, preview; row 2: clip
     expected_stills = [sample_frames(v, backend.rule)[0][0] for v in (still_1, still_2, still_2)]
     assert len(call["images"]) == 3 and all(np.array_equal(a, b) for a, b in zip(call["images"], expected_stills))
-    video_token, image_token = (("<|video_pad|>", "<|image_pad|>") if family == "qwen2_5_vl" else ("<video>", "<image>"))
+    video_token, image_token = (("<|video_pad|>", "<|image_pad|>") if family == "qwen2_5_vl"
+                                else ("<video>", "<image>"))
     first = call["text"][0]
-    order = [first.index(video_token), first.index("The preview:"), first.index(video_token, first.index("The preview:")),
+    preview = first.index("The preview:")
+    order = [first.index(video_token), preview, first.index(video_token, preview),
              first.index("Step one:"), first.index(image_token), first.index("Step two:"),
              first.index(image_token, first.index("Step two:")), first.index("Answer.")]
     assert order == sorted(order)

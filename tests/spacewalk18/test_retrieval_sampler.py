@@ -66,7 +66,8 @@ def test_hand_made_segments_follow_every_rule_and_spread_evenly():
     sides = assert_rules(segs, samples, 400)
     # only the step-step pair (1, 2) is usable without Irrelevant; the pair with Irrelevant gets ~1/100
     step_step = sides[(1, 2)] + sides[(2, 1)]
-    assert step_step >= 390 and abs(sides[(1, 2)] + sides[(2, 3)] - sides[(2, 1)] - sides[(3, 2)]) <= 1  # half the queries in the earlier segment
+    # half the queries in the earlier segment
+    assert step_step >= 390 and abs(sides[(1, 2)] + sides[(2, 3)] - sides[(2, 1)] - sides[(3, 2)]) <= 1
     assert set(sides) <= {(1, 2), (2, 1), (2, 3), (3, 2)}  # the 20 s segment is never used
     # samples grouped by pair and side, in time order
 

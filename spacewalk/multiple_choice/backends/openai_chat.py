@@ -79,7 +79,8 @@ class OpenAIChatBackend:
         self.image_max_side, self.image_detail = image_max_side, image_detail
         self.max_tokens, self.temperature = int(max_tokens), float(temperature)
         self.min_interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
-        self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff_seconds), float(max_backoff_seconds)
+        self.max_retries = int(max_retries)
+        self.backoff, self.max_backoff = float(backoff_seconds), float(max_backoff_seconds)
         self.timeout = float(timeout_seconds)
         self.extra_body = dict(extra_body or {})
         self._last_request = -float("inf")
