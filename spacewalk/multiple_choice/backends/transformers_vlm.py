@@ -9,7 +9,8 @@ animated preview, as a further video sampled by the same rule; a still, such as 
 an image). The processor receives the turn's videos and images each in prompt order (over the batch, row
 by row), which is the order in which it fills the template's video and image tokens; decoding is greedy
 (`do_sample=False`) with `max_new_tokens`; the runner's chunk is one batch (left padding). Frames: the family's
-default when neither `num_frames` nor `fps` is given: Qwen2.5-VL's own rule (qwen-vl-utils: 2 fps, at most 768 frames), LLaVA-OneVision 32 frames uniformly (lmms-eval's setting).
+default when neither `num_frames` nor `fps` is given: Qwen2.5-VL's own rule (qwen-vl-utils: 2 fps, at most 768
+frames), LLaVA-OneVision 32 frames uniformly (lmms-eval's setting).
 The frames are decoded by us (decord) and handed to the processor with `do_sample_frames=False`, so the
 processor never re-samples them. `dtype` bfloat16 / float16 / float32 / auto (bfloat16 on a GPU that has it,
 else float32); `device` or `device_map` (e.g. "auto" to spread a large model over GPUs).
