@@ -149,19 +149,18 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
         run.ckpt, run.results["best_val_loss"] = best_checkpoint(trainer)
         log.info("best checkpoint (val/loss %s): %s", run.results["best_val_loss"],
                  run.ckpt or "none: testing the last weights")
-    if val_only:
-        trainer.validate(model, datamodule=datamodule, ckpt_path=run.ckpt, verbose=False)
-        close_loggers(trainer)
-        if trainer.is_global_zero:
-            recipe.write_val(run)
-        return {"val": model.split_results.get("val"), "best_val_loss": run.results["best_val_loss"]}
-    if recipe.validate_kept or (not trainable and not retest):
+    if val_only or recipe.validate_kept or (not trainable and not retest):
         val_loss = float(trainer.validate(model, datamodule=datamodule, ckpt_path=run.ckpt,
                                           verbose=False)[0].get("val/loss", math.nan))
         if retest:
             run.results["val_loss"] = val_loss
         elif run.results["best_val_loss"] is None:  # nothing fitted (or no checkpoint kept): this validation's
             run.results["best_val_loss"] = val_loss
+    if val_only:
+        close_loggers(trainer)
+        if trainer.is_global_zero:
+            recipe.write_val(run)
+        return {"val": model.split_results.get("val"), "best_val_loss": run.results["best_val_loss"]}
     recipe.test(run)
     run.results |= recipe.after_test(run)
     if trainer.is_global_zero:
