@@ -188,6 +188,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         task_recipe = recipe(cfg)
         check_model(cfg)
         task_recipe.check(cfg, retest=False)
+        if is_lightning(cfg.model) and cfg.model.get("optimizer") is not None:
+            raise _trained(cfg)  # a model configured with an optimizer trains: refused before any data is read
         return run_sequence(cfg, task_recipe, start_run(cfg), training=False)
     ckpt = Path(cfg.ckpt_path)
     run_cfg = load_run_config(ckpt, cfg.paths.output_dir)

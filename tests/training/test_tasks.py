@@ -94,3 +94,31 @@ def test_train_refuses_a_wrong_pair_before_reading_data(tmp_path):
     assert result.returncode != 0
     assert "ivr_zero_shot, ivr_last_layer, ivr_all_layer, ivr_tw_finch" in result.stderr
     assert not (tmp_path / "data").exists()  # nothing generated or read
+
+
+@pytest.mark.parametrize("overrides", [["model=lfb_cat"], ["task=intra_video_retrieval", "model=ivr_last_layer"],
+                                       ["data=hirest", "model=hirest_joint"]], ids=["lfb_cat", "ivr", "hirest"])
+def test_evaluate_refuses_a_model_that_trains_before_reading_data(overrides, tmp_path):
+    from spacewalk.training import evaluate
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="evaluate", overrides=[*overrides, f"paths.data_dir={tmp_path / 'data'}",
+                                                         f"paths.output_dir={tmp_path / 'run'}"],
+                      return_hydra_config=True)
+    with pytest.raises(ValueError, match="is trained: run train.py"):
+        evaluate(cfg)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("overrides", [["model=plan_prior"], ["data=hirest", "model=hirest_heuristics"],
+                                       ["data=egoschema", "model=random"]], ids=["plan_prior", "hirest", "egoschema"])
+def test_train_refuses_a_model_with_nothing_to_train_before_reading_data(overrides, tmp_path):
+    from spacewalk.training import train
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[*overrides, f"paths.data_dir={tmp_path / 'data'}",
+                                                      f"paths.output_dir={tmp_path / 'run'}"],
+                      return_hydra_config=True)
+    with pytest.raises(ValueError, match="has nothing to train"):
+        train(cfg)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
