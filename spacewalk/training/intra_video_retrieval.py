@@ -71,7 +71,8 @@ def _write_val(datamodule, output_dir: Path, val: dict[str, Any], best_val_loss:
 class IntraVideoRetrieval(Recipe):
     trains_baselines = True  # TW-FINCH predicts val and test under train.py as under evaluate.py
 
-    def check(self, cfg: DictConfig, retest: bool) -> None:
+    def check(self, cfg: DictConfig) -> None:
+        # every model of the task, TW-FINCH included
         if cfg.get("split", "test") != "test":
             raise ValueError("intra-video retrieval scores the test split, with val reported beside it (got "
                              f"split={cfg.split})")
@@ -105,8 +106,6 @@ class IntraVideoRetrieval(Recipe):
         _write_val(run.datamodule, run.output_dir, run.model.split_results["val"], run.results["best_val_loss"])
 
     def write(self, run: Run) -> None:
-        if "test" not in run.model.split_predictions:
-            return  # a limited run: summarize says so
         if run.retest:
             extra = {"checkpoint": run.ckpt, "val_loss": run.results["val_loss"]}
         else:
@@ -115,11 +114,6 @@ class IntraVideoRetrieval(Recipe):
                        run.model.split_results.get("val"), run.model.split_predictions["test"], extra)
 
     def summarize(self, run: Run) -> None:
-        if "test" not in run.model.split_predictions:
-            # only a limited run (limit_*_batches, fast_dev_run) leaves the test unscored: no video seen whole
-            log.warning("the test was not scored (a limited run saw no test video whole): no metrics.json; best "
-                        "val/loss %s; outputs: %s", run.results.get("best_val_loss"), run.output_dir)
-            return
         _log_test(run.datamodule, run.output_dir, run.model.test_results, run.model.split_results.get("val"))
 
 

@@ -73,7 +73,7 @@ class Recipe:
     # whether train.py runs a model that is not a LightningModule (it predicts val and test) or refuses it
     trains_baselines = False
 
-    def check(self, cfg: DictConfig, retest: bool) -> None:
+    def check(self, cfg: DictConfig) -> None:
         """Refuse settings the task cannot run (e.g. the split), before anything is built."""
 
     def retest_config(self, cfg: DictConfig, run_cfg: DictConfig) -> DictConfig:
@@ -105,10 +105,10 @@ class Recipe:
         raise NotImplementedError
 
     def write(self, run: Run) -> None:
-        """On process 0 after the test, before the loggers close: metrics.json and the task's other files."""
+        """On process 0 after a scored test, before the loggers close: metrics.json and the task's other files."""
 
     def summarize(self, run: Run) -> None:
-        """On process 0 once the loggers have closed: the run's summary in the log."""
+        """On process 0 after a scored test, once the loggers have closed: the run's summary in the log."""
 
 
 # ---- the sequence --------------------------------------------------------------------------------------------
@@ -121,6 +121,11 @@ def _nothing_to_train(cfg: DictConfig) -> ValueError:
 def _trained(cfg: DictConfig) -> ValueError:
     return ValueError(f"model={model_choice(cfg)} is trained: run train.py, or re-test one of its checkpoints "
                       "with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
+
+
+def _check_test_split(cfg: DictConfig, why: str) -> None:
+    if cfg.get("split", "test") != "test":
+        raise ValueError(f"{why} (got split={cfg.split})")
 
 
 def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bool,
@@ -163,11 +168,17 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
         return {"val": model.split_results.get("val"), "best_val_loss": run.results["best_val_loss"]}
     recipe.test(run)
     run.results |= recipe.after_test(run)
-    if trainer.is_global_zero:
+    # only a limited run (limit_*_batches, fast_dev_run) leaves the test unscored: no video seen whole
+    scored = bool(run.results.get("test"))
+    if trainer.is_global_zero and scored:
         recipe.write(run)
     close_loggers(trainer)
     if trainer.is_global_zero:
-        recipe.summarize(run)
+        if scored:
+            recipe.summarize(run)
+        else:
+            log.warning("the test was not scored (a limited run saw no test video whole, or no tau): no "
+                        "metrics.json; best val/loss %s; outputs: %s", run.results.get("best_val_loss"), output_dir)
     return run.results
 
 
@@ -176,7 +187,7 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
 def train(cfg: DictConfig) -> dict[str, Any]:
     task_recipe = recipe(cfg)
     check_model(cfg)
-    task_recipe.check(cfg, retest=False)
+    task_recipe.check(cfg)
     if not is_lightning(cfg.model) and not task_recipe.trains_baselines:
         raise _nothing_to_train(cfg)
     return run_sequence(cfg, task_recipe, start_run(cfg), training=True)
@@ -187,14 +198,17 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.get("ckpt_path"):
         task_recipe = recipe(cfg)
         check_model(cfg)
-        task_recipe.check(cfg, retest=False)
-        if is_lightning(cfg.model) and cfg.model.get("optimizer") is not None:
-            raise _trained(cfg)  # a model configured with an optimizer trains: refused before any data is read
+        task_recipe.check(cfg)
+        if is_lightning(cfg.model):
+            if cfg.model.get("optimizer") is not None:
+                raise _trained(cfg)  # a model configured with an optimizer trains: refused before any data is read
+            _check_test_split(cfg, "a LightningModule's run chooses on val and scores the test split")
         return run_sequence(cfg, task_recipe, start_run(cfg), training=False)
+    _check_test_split(cfg, "evaluate.py ckpt_path=... scores the test split (val is what the checkpoint was "
+                           "chosen on)")
     ckpt = Path(cfg.ckpt_path)
     run_cfg = load_run_config(ckpt, cfg.paths.output_dir)
     # the run's model was checked when it trained (its resolved config no longer says which conf/model/ it was)
     task_recipe = recipe(run_cfg)
-    task_recipe.check(cfg, retest=True)
     run_cfg = task_recipe.retest_config(cfg, run_cfg)
     return run_sequence(run_cfg, task_recipe, Path(cfg.paths.output_dir), training=False, ckpt=str(ckpt))

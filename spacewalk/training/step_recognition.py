@@ -71,14 +71,6 @@ def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> 
 class StepRecognition(Recipe):
     validate_kept = False  # tau travels in the checkpoint (run.py)
 
-    def check(self, cfg: DictConfig, retest: bool) -> None:
-        from spacewalk.training.run import is_lightning
-
-        if (retest or is_lightning(cfg.model)) and cfg.get("split", "test") != "test":
-            raise ValueError("a step-recognition recipe fits tau on val and scores the test split (got "
-                             f"split={cfg.split}); evaluate.py ckpt_path=... too (val is what the checkpoint was "
-                             "chosen on)")
-
     def retest_config(self, cfg: DictConfig, run_cfg: DictConfig) -> DictConfig:
         """`decoding=...` on the evaluate.py command line decodes the checkpoint (re-decoding a finished run)."""
         run_cfg = super().retest_config(cfg, run_cfg)
@@ -125,8 +117,6 @@ class StepRecognition(Recipe):
     def write(self, run: Run) -> None:
         """metrics.json (the module's test record, the selection criterion and the decoded test metrics), the
         pictures and the W&B table."""
-        if not run.results["test"]:
-            return  # a limited run: summarize says so
         from spacewalk.io import write_json
 
         decoded = run.results.get("decoded")
@@ -138,11 +128,6 @@ class StepRecognition(Recipe):
 
     def summarize(self, run: Run) -> None:
         results, output_dir = run.results, run.output_dir
-        if not results["test"]:
-            # only a limited run (limit_*_batches, fast_dev_run) leaves the test unscored: no video seen whole
-            log.warning("the test was not scored (a limited run saw no test video whole, or no tau): no metrics.json; "
-                        "best val/loss %s; outputs: %s", results.get("best_val_loss"), output_dir)
-            return
         from spacewalk.spacewalk18.evaluation import format_table
 
         decoded = results.get("decoded")
