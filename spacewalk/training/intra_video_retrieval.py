@@ -27,6 +27,7 @@ import hydra
 from omegaconf import DictConfig
 
 from spacewalk.training.build import build_datamodule, build_model
+from spacewalk.training.common import start_run
 from spacewalk.training.run import Recipe, Run
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class IntraVideoRetrieval(Recipe):
         from spacewalk.spacewalk18.predictions import write_retrieval_predictions
         from spacewalk.spacewalk18.scoring import retrieval_accuracy
 
+        start_run(cfg)
         datamodule = build_datamodule(cfg, text_always=False)
         datamodule.setup()
         model = hydra.utils.instantiate(cfg.model)

@@ -19,7 +19,9 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from spacewalk.io import write_text
 from spacewalk.multiple_choice import runner
+from spacewalk.training.common import RESOLVED_CONFIG
 from spacewalk.training.run import Recipe
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,8 @@ class MultipleChoice(Recipe):
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any] | None:
         settings = cfg.get("multiple_choice") or {}
         rank, world_size = runner.rank_and_world()
+        if rank == 0:
+            write_text(output_dir / RESOLVED_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
         task = hydra.utils.instantiate(cfg.data, _convert_="all")
         backend = hydra.utils.instantiate(cfg.model, _convert_="all")
         if not hasattr(backend, "answer"):

@@ -87,8 +87,9 @@ class Recipe:
         raise NotImplementedError
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
-        """A model that is not a LightningModule (a baseline, a multiple-choice backend): run and score it. By
-        default evaluate.py only: train.py refuses it."""
+        """A model that is not a LightningModule (a baseline, a multiple-choice backend): run and score it (seeding
+        and writing the resolved config where it needs them: common.start_run). By default evaluate.py only:
+        train.py refuses it."""
         raise NotImplementedError
 
     def test(self, run: Run) -> None:
@@ -137,6 +138,8 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
         if retest:
             raise ValueError(f"model {cfg.model._target_} is not a LightningModule: it has no checkpoint")
         return recipe.non_learned(cfg, output_dir, training)
+    if not retest:
+        start_run(cfg)  # the seed and the resolved config evaluate.py ckpt_path=... rebuilds the run from
     # test=false: a selection run of train.py (a re-tested checkpoint is tested whatever its run said)
     val_only = training and not cfg.get("test", True)
     if val_only and not recipe.val_only:
@@ -190,7 +193,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     task_recipe.check(cfg)
     if not is_lightning(cfg.model) and not task_recipe.trains_baselines:
         raise _nothing_to_train(cfg)
-    return run_sequence(cfg, task_recipe, start_run(cfg), training=True)
+    return run_sequence(cfg, task_recipe, Path(cfg.paths.output_dir), training=True)
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -203,7 +206,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             if cfg.model.get("optimizer") is not None:
                 raise _trained(cfg)  # a model configured with an optimizer trains: refused before any data is read
             _check_test_split(cfg, "a LightningModule's run chooses on val and scores the test split")
-        return run_sequence(cfg, task_recipe, start_run(cfg), training=False)
+        return run_sequence(cfg, task_recipe, Path(cfg.paths.output_dir), training=False)
     _check_test_split(cfg, "evaluate.py ckpt_path=... scores the test split (val is what the checkpoint was "
                            "chosen on)")
     ckpt = Path(cfg.ckpt_path)
