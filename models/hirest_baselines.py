@@ -143,3 +143,17 @@ class SSIMSegmentationBaseline:
                 raise DataError("video file not found: SSIM segmentation reads pixels", file=path, item=video)
             out[video] = {"bounds": self.segment(path, moment)}
         return out
+
+
+@dataclass
+class HiRESTBaselines:
+    """model=hirest_heuristics: one baseline per task, None where a task is left out (model.<task>=null)."""
+
+    video_retrieval: VideoRetrievalBaseline | None = None
+    moment_retrieval: MomentRetrievalBaseline | None = None
+    moment_segmentation: SSIMSegmentationBaseline | None = None
+
+    def by_task(self) -> dict[str, object | None]:
+        """{task: baseline}, as spacewalk.hirest.evaluation.evaluate_hirest_baselines takes them."""
+        return {"video_retrieval": self.video_retrieval, "moment_retrieval": self.moment_retrieval,
+                "moment_segmentation": self.moment_segmentation}

@@ -16,7 +16,7 @@ the split) and the accuracy are one process's. Training batches are global batch
 holds a share (`labelled_total` is the global batch's size): the loss is weighted so that DDP's gradient
 average is the global batch's mean (StepRecognitionModule.share_of_global_loss); a padding share (a last
 batch smaller than the number of processes) adds nothing. The test epoch writes predictions.json in the
-official format ({video_id: [0 | 1, ...]}) and metrics.json into `output_dir`.
+official format ({video_id: [0 | 1, ...]}) into `output_dir`.
 
 Subclasses make the features themselves (`features(batch)`): the all-layer recipe
 (models/intra_video_retrieval_all_layer.py) runs trainable encoders on the windows' frames and sentences.
@@ -35,7 +35,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.step_recognition import StepRecognitionModule
-from spacewalk.io import write_json
 from spacewalk.spacewalk18.predictions import write_retrieval_predictions
 from spacewalk.spacewalk18.scoring import retrieval_accuracy
 
@@ -187,8 +186,9 @@ class IntraVideoRetrievalModule(pl.LightningModule):
         self.test_results = results
         if self.output_dir is not None and self.trainer.is_global_zero:
             out = Path(self.output_dir)
+            # the predictions are this module's to write (it holds them); metrics.json is the run's
+            # (spacewalk/training/intra_video_retrieval.py: the val numbers, the window, the sample sources beside)
             write_retrieval_predictions(out / "predictions.json", self.split_predictions["test"])
-            write_json(out / "metrics.json", {"split": "test", **results})
 
     def configure_optimizers(self):
         params = [p for p in self.parameters() if p.requires_grad]

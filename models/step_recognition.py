@@ -39,7 +39,6 @@ from torch import nn
 
 from models.heads import head_reads_cells
 from models.irrelevant_threshold import OBJECTIVES, Objective, apply_threshold, fit_threshold
-from spacewalk.io import write_json
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.dataset import Recording, StepSample
@@ -276,14 +275,19 @@ class StepRecognitionModule(pl.LightningModule):
         if out is None:
             return
         self.test_results = out["metrics"]
+        # the predictions are this module's to write (it holds them); metrics.json is the run's
+        # (spacewalk/training/step_recognition.py adds the selection criterion and the decoded metrics to test_record)
         if self.output_dir is not None and self.trainer.is_global_zero:
-            out_dir = Path(self.output_dir)
-            write_step_predictions(out_dir / "predictions.json", out["predictions"], out["scores"])
-            tau = float(self.tau)
-            write_json(out_dir / "metrics.json", {
-                "split": "test", "model": type(self.head).__name__, "irrelevant": self.hparams.irrelevant,
-                "tau": None if math.isnan(tau) or math.isinf(tau) else tau, **out["metrics"]})
-            log.info("test predictions and metrics written to %s", out_dir)
+            write_step_predictions(Path(self.output_dir) / "predictions.json", out["predictions"], out["scores"])
+            log.info("test predictions written to %s", self.output_dir)
+
+    def test_record(self) -> dict[str, Any]:
+        """What the test established, as metrics.json begins: the head, the Irrelevant rule, tau, the metrics."""
+        if self.test_results is None:
+            raise RuntimeError("no test results: test a whole split first")
+        tau = float(self.tau)
+        return {"split": "test", "model": type(self.head).__name__, "irrelevant": self.hparams.irrelevant,
+                "tau": None if math.isnan(tau) or math.isinf(tau) else tau, **self.test_results}
 
     # ---------------------------------------------------------------------------------------------
 

@@ -1,19 +1,20 @@
 """The training layer: everything that knows Lightning or Hydra beyond the LightningModules (models/) and
 DataModules (datamodules/). The rest of `spacewalk` imports neither (tests/test_architecture.py).
 
-`train.py` and `evaluate.py` call `train(cfg)` and `evaluate(cfg)` here; which recipe runs comes from the
-composed config: `task.recipe` (conf/task/, chosen by each data config) names a module of this package
-with `train(cfg)`, `evaluate(cfg)` and `evaluate_checkpoint(cfg, run_cfg, ckpt)`. A new benchmark or task
-adds a conf/task/ file and such a module, nothing here.
+`train.py` and `evaluate.py` call `train(cfg)` and `evaluate(cfg)` here: the one run sequence of `run` (check
+the model against the task, fit, choose on val, test, write). What differs per task comes from the composed
+config: `task.recipe` (conf/task/, chosen by each data config or `task=`) names a module of this package whose
+`RECIPE` (a `run.Recipe`) holds the task's hooks; `task.models` lists the models the task runs. A new task adds
+a conf/task/ file and such a module, nothing here.
 
-Modules: `common` (trainer, run directory, resolved config, resume), `step_recognition` (Spacewalk-18),
-`hirest` (HiREST's joint model and baselines), `sweep_summary` (the Hydra multirun callback).
+Modules: `run` (the sequence, the Recipe hooks, the model check), `common` (trainer, run directory, resolved
+config, resume), `build` (a Spacewalk-18 run's DataModule and LightningModule), the recipes `step_recognition`
+(with its plan `decoding`), `intra_video_retrieval`, `hirest`, `multiple_choice`, and `sweep_summary` (the Hydra
+multirun callback).
 """
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -59,25 +60,21 @@ def bank_folder(encoder: str | None, text_encoder: str | None, modalities: str) 
 OmegaConf.register_new_resolver("bank_folder", bank_folder, replace=True)
 
 
-def recipe(cfg: DictConfig):
-    """The module named by the config's task (conf/task/*.yaml)."""
-    task = cfg.get("task")
-    if task is None or not task.get("recipe"):
-        raise ValueError("the config has no task.recipe (conf/task/): a run directory written before tasks "
-                         "existed cannot be re-evaluated by this version")
-    return importlib.import_module(task.recipe)
-
-
 def train(cfg: DictConfig) -> dict[str, Any]:
-    return recipe(cfg).train(cfg)
+    from spacewalk.training.tasks import check_model
+
+    check_model(cfg)  # before Lightning is imported: a wrong pair fails in a second
+    from spacewalk.training.run import train as run_train
+
+    return run_train(cfg)
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Score what needs no training on `cfg.split`, or re-test a train.py checkpoint with its run's config."""
-    if not cfg.get("ckpt_path"):
-        return recipe(cfg).evaluate(cfg)
-    from spacewalk.training.common import load_run_config
+    from spacewalk.training.tasks import check_model
 
-    ckpt = Path(cfg.ckpt_path)
-    run_cfg = load_run_config(ckpt, cfg.paths.output_dir)
-    return recipe(run_cfg).evaluate_checkpoint(cfg, run_cfg, ckpt)
+    if not cfg.get("ckpt_path"):
+        check_model(cfg)  # before Lightning is imported: a wrong pair fails in a second
+    from spacewalk.training.run import evaluate as run_evaluate
+
+    return run_evaluate(cfg)

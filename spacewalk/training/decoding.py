@@ -142,7 +142,7 @@ def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids, bl
     import pytorch_lightning as pl
 
     from spacewalk.training.common import load_run_config
-    from spacewalk.training.step_recognition_build import build_datamodule, build_model
+    from spacewalk.training.build import build_datamodule, build_model
 
     run_cfg = load_run_config(Path(ckpt), str(output_dir))
     datamodule = build_datamodule(run_cfg)

@@ -1,4 +1,5 @@
-"""HiREST behind train.py and evaluate.py (`task: hirest`, chosen by data=hirest and data=hirest_release).
+"""HiREST's part of the run sequence (`task: hirest`, chosen by data=hirest and data=hirest_release;
+spacewalk/training/run.py).
 
 train (model=hirest_joint): features (extracted once per encoder, or the authors' released files), the
 round-robin DataModule, fit with the checkpoint of the lowest val/loss (moment retrieval + captioning) kept,
@@ -9,7 +10,7 @@ then, with that checkpoint, predictions in the official formats for
   predicted but not scored (the public test split hides the moments).
 `metrics.json` holds {split: {task: metrics}} and the selection criterion.
 
-evaluate (model=hirest_heuristics): the paper's task-specific baselines on `split`; `evaluate_checkpoint`
+evaluate (model=hirest_heuristics): the paper's task-specific baselines on `split`; evaluate.py ckpt_path=...
 re-runs a joint-model checkpoint's predictions and scores.
 """
 
@@ -22,17 +23,16 @@ from typing import Any
 
 import hydra
 import pytorch_lightning as pl
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 from spacewalk.hirest.dataset import HiREST
-from spacewalk.hirest.evaluation import TASKS as BASELINE_TASKS, evaluate_hirest_baselines, overall_summary, score
+from spacewalk.hirest.evaluation import evaluate_hirest_baselines, overall_summary, score
 from spacewalk.hirest.joint_model_io import PREDICTION_FILES
 from spacewalk.io import write_json
-from spacewalk.training.common import best_checkpoint, build_trainer, eval_trainer, resume_path, start_run
+from spacewalk.training.run import Recipe, Run
 
 log = logging.getLogger(__name__)
 
-JOINT_MODULE = "models.hirest_joint.HiRESTJointModule"
 # split -> the tasks its public GT can score
 SCORED = {"val": ("moment_retrieval", "moment_segmentation", "step_captioning"),
           "test": ("moment_segmentation", "step_captioning")}
@@ -99,59 +99,43 @@ def predict_and_score(trainer: pl.Trainer, model, datamodule, dataset: HiREST, c
     return results
 
 
-def _joint_run(cfg: DictConfig, output_dir: Path):
-    dataset = hydra.utils.instantiate(cfg.data)
-    features = build_features(cfg, dataset)
-    datamodule = hydra.utils.instantiate(cfg.datamodule, hirest=dataset, features=features, _convert_="all")
-    model = build_model(cfg, features, output_dir)
-    _strategy(cfg)
-    return dataset, datamodule, model
+class HiRESTRecipe(Recipe):
+    validate_kept = False  # the kept checkpoint predicts val (all three tasks) and test instead
+    val_only = False  # val and test are predicted and scored together
+
+    def build(self, cfg: DictConfig, output_dir: Path):
+        dataset = hydra.utils.instantiate(cfg.data)
+        features = build_features(cfg, dataset)
+        datamodule = hydra.utils.instantiate(cfg.datamodule, hirest=dataset, features=features, _convert_="all")
+        model = build_model(cfg, features, output_dir)
+        _strategy(cfg)
+        return datamodule, model
+
+    def test(self, run: Run) -> None:
+        run.results |= predict_and_score(run.trainer, run.model, run.datamodule, run.datamodule.hirest, run.ckpt,
+                                         run.output_dir, run.cfg.model.inference)
+
+    def write(self, run: Run) -> None:
+        """metrics.json: {split: {task: metrics}} and the selection criterion (a training run's)."""
+        scores = {k: v for k, v in run.results.items() if k != "best_val_loss"}
+        write_json(run.output_dir / "metrics.json", scores if run.retest else
+                   {**scores, "best_val_loss": run.results["best_val_loss"]})
+
+    def summarize(self, run: Run) -> None:
+        log.info("outputs: %s", run.output_dir)
+
+    def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
+        """The baselines `model=hirest_heuristics` configures, on `cfg.split`."""
+        dataset = hydra.utils.instantiate(cfg.data)
+        baselines = hydra.utils.instantiate(cfg.model).by_task()
+        if cfg.split == "test" and baselines.get("moment_retrieval") is not None:
+            log.warning("moment retrieval is left out on test: the public test split hides its moments (use "
+                        "split=val)")
+            baselines["moment_retrieval"] = None
+        needs_features = any(baselines.get(t) is not None for t in ("video_retrieval", "moment_retrieval"))
+        features = build_features(cfg, dataset) if needs_features else None
+        videos_dir = cfg.features.videos_dir or dataset.path("data/videos")
+        return evaluate_hirest_baselines(dataset, baselines, cfg.split, str(output_dir), features, videos_dir)
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
-    if cfg.model.get("_target_") != JOINT_MODULE:
-        raise ValueError(f"data=hirest trains model=hirest_joint (got {cfg.model.get('_target_')}); the "
-                         "task-specific baselines run with `python evaluate.py data=hirest model=hirest_heuristics`")
-    output_dir = start_run(cfg)
-    dataset, datamodule, model = _joint_run(cfg, output_dir)
-    trainer = build_trainer(cfg)
-    trainer.fit(model, datamodule=datamodule, ckpt_path=resume_path(cfg))
-    best, best_val_loss = best_checkpoint(trainer)
-    log.info("best checkpoint (val/loss %s): %s", best_val_loss, best or "none: the last weights")
-    results = predict_and_score(trainer, model, datamodule, dataset, best, output_dir, cfg.model.inference)
-    if trainer.is_global_zero:
-        write_json(output_dir / "metrics.json", {**results, "best_val_loss": best_val_loss})
-        log.info("outputs: %s", output_dir)
-    return {**results, "best_val_loss": best_val_loss}
-
-
-def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """The baselines `model=hirest_heuristics` configures, on `cfg.split`."""
-    if cfg.model.get("_target_") == JOINT_MODULE:
-        raise ValueError("model=hirest_joint is trained: run train.py data=hirest model=hirest_joint, or re-score "
-                         "one of its checkpoints with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
-    dataset = hydra.utils.instantiate(cfg.data)
-    baselines = {task: hydra.utils.instantiate(node) if node is not None else None
-                 for task, node in OmegaConf.to_container(cfg.model).items()}
-    unknown = set(baselines) - set(BASELINE_TASKS)
-    if unknown:
-        raise ValueError(f"model={cfg.model} is not a HiREST baseline config (unknown keys {sorted(unknown)}); "
-                         "HiREST evaluates with model=hirest_heuristics")
-    if cfg.split == "test" and baselines.get("moment_retrieval") is not None:
-        log.warning("moment retrieval is left out on test: the public test split hides its moments (use split=val)")
-        baselines["moment_retrieval"] = None
-    needs_features = any(baselines.get(t) is not None for t in ("video_retrieval", "moment_retrieval"))
-    features = build_features(cfg, dataset) if needs_features else None
-    videos_dir = cfg.features.videos_dir or dataset.path("data/videos")
-    return evaluate_hirest_baselines(dataset, baselines, cfg.split, cfg.paths.output_dir, features, videos_dir)
-
-
-def evaluate_checkpoint(cfg: DictConfig, run_cfg: DictConfig, ckpt: Path) -> dict[str, Any]:
-    """Re-run a train.py HiREST checkpoint's predictions and scores with that run's config."""
-    output_dir = Path(cfg.paths.output_dir)
-    dataset, datamodule, model = _joint_run(run_cfg, output_dir)
-    trainer = eval_trainer(run_cfg, output_dir)
-    results = predict_and_score(trainer, model, datamodule, dataset, str(ckpt), output_dir, run_cfg.model.inference)
-    if trainer.is_global_zero:
-        write_json(output_dir / "metrics.json", results)
-    return results
+RECIPE = HiRESTRecipe()

@@ -1,12 +1,12 @@
-"""Spacewalk-18 step recognition behind train.py and evaluate.py (`task: step_recognition`).
+"""Spacewalk-18 step recognition's part of the run sequence (`task: step_recognition`, spacewalk/training/run.py).
 
-train: build the DataModule (the feature bank is built inside fit, split across ranks), fit on train with
-the checkpoint of the best val/loss kept, tau fitted on val, then test with that checkpoint. Recipes with
-nothing to train (zero-shot) validate (for tau and the val numbers) and test. The test writes
-predictions.json (official format) and metrics.json; rank 0 then draws one timeline per test video.
+The DataModule builds the feature bank inside fit, split across ranks; fit keeps the checkpoint of the best
+val/loss, tau fitted on val travels in it; recipes with nothing to train (zero-shot) validate (for tau and the
+val numbers) and test. The module's test epoch writes predictions.json (official format); this recipe writes
+metrics.json (the module's test metrics, tau, the selection criterion, the decoded metrics), the plan decoding
+(conf/decoding/), timelines/ and confusion/ per test video, and the W&B images and table.
 
-evaluate: a non-learned baseline (models/baselines.py: fit on `fit_split`, scored on `split`), a recipe with
-nothing to train (as train does it), or, through `evaluate_checkpoint`, a train.py checkpoint.
+A non-learned baseline (models/baselines.py: fit on `fit_split`, scored on `split`) runs under evaluate.py.
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
-from spacewalk.training.common import (best_checkpoint, build_trainer, close_loggers, eval_trainer, resume_path,
-                                       start_run)
-from spacewalk.training.step_recognition_build import build_datamodule, build_model
+from spacewalk.training.build import build_datamodule, build_model
+from spacewalk.training.run import Recipe, Run
 
 log = logging.getLogger(__name__)
 
@@ -70,126 +68,72 @@ def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> 
         lg.experiment.log({**{k: v for k, v in images.items() if v}, "test/predictions": table})
 
 
-def _is_lightning_recipe(cfg: DictConfig) -> bool:
-    return issubclass(hydra.utils.get_class(cfg.model._target_), pl.LightningModule)
+class StepRecognition(Recipe):
+    validate_kept = False  # tau travels in the checkpoint (run.py)
 
+    def retest_config(self, cfg: DictConfig, run_cfg: DictConfig) -> DictConfig:
+        """`decoding=...` on the evaluate.py command line decodes the checkpoint (re-decoding a finished run)."""
+        run_cfg = super().retest_config(cfg, run_cfg)
+        with open_dict(run_cfg):
+            run_cfg.decoding = cfg.get("decoding") or {"name": "none"}
+        return run_cfg
 
-def _fit_or_validate_then_test(cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
-    datamodule = build_datamodule(cfg)
-    model = build_model(cfg, datamodule.feature_dim, str(output_dir), datamodule)
-    trainable = any(p.requires_grad for p in model.parameters())
-    if trainable and not training:
-        raise ValueError(f"this recipe ({type(model.head).__name__} head) is trained: run train.py, or re-test one of "
-                         "its checkpoints with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
-    trainer = build_trainer(cfg)
-    best = None
-    if trainable:
-        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_path(cfg))
-        best, best_val_loss = best_checkpoint(trainer)
-        log.info("best checkpoint (val/loss %s): %s", best_val_loss, best or "none: testing the last weights")
-        if not cfg.get("test", True):
-            return _validate_only(cfg, datamodule, model, trainer, best, best_val_loss, output_dir)
-        trainer.test(model, datamodule=datamodule, ckpt_path=best)
-    else:
-        log.info("%s has no trainable parameters: validate (tau) and test", type(model.head).__name__)
-        best_val_loss = float(trainer.validate(model, datamodule=datamodule)[0].get("val/loss", float("nan")))
-        trainer.test(model, datamodule=datamodule)
-    results = {"test": dict(model.test_results or {}), "best_val_loss": best_val_loss}
-    results |= _decode(cfg, datamodule, model, trainer, best, output_dir)
-    _report(cfg, datamodule, model, trainer, output_dir, results)
-    return results
+    def build(self, cfg: DictConfig, output_dir: Path):
+        datamodule = build_datamodule(cfg)
+        return datamodule, build_model(cfg, datamodule.feature_dim, str(output_dir), datamodule)
 
-
-def _validate_only(cfg: DictConfig, datamodule, model, trainer, best: str | None, best_val_loss: float | None,
-                   output_dir: Path) -> dict[str, Any]:
-    """`test=false`, for choosing a setting: the kept checkpoint's val metrics in metrics.json, no test step
-    (so a variant that is not chosen never shows a test number)."""
-    trainer.validate(model, datamodule=datamodule, ckpt_path=best, verbose=False)
-    val = model.split_results["val"]
-    close_loggers(trainer)
-    if trainer.is_global_zero:
-        from spacewalk.io import write_json
-        from spacewalk.spacewalk18.evaluation import format_table
-
-        write_json(output_dir / "metrics.json", {"split": "val", **val, "tau": float(model.tau),
-                                                 "best_val_loss": best_val_loss})
-        log.info("val split (test=false, no test step):\n%s\noutputs: %s", format_table(val), output_dir)
-    return {"val": val, "best_val_loss": best_val_loss}
-
-
-def _decode(cfg: DictConfig, datamodule, model, trainer, ckpt_path: str | None, output_dir: Path) -> dict[str, Any]:
-    """The plan decoding of conf/decoding (none by default): {"decoded": its test metrics} or nothing."""
-    from spacewalk.training import decoding
-
-    if not decoding.enabled(cfg):
-        return {}
-    # the kept checkpoint's val scores (the last validation of fit was the last epoch's), on every process
-    trainer.validate(model, datamodule=datamodule, ckpt_path=ckpt_path, verbose=False)
-    if not trainer.is_global_zero:
-        return {}
-    return {"decoded": decoding.decode_run(cfg, datamodule, model, output_dir, plots=cfg.get("plots", True))}
-
-
-def _report(cfg: DictConfig, datamodule, model, trainer, output_dir: Path, results: dict[str, Any]) -> None:
-    """metrics.json with the selection criterion (and the decoded test metrics), pictures, the summary."""
-    decoded = results.get("decoded")
-    if not results["test"]:
-        # only a limited run (limit_*_batches, fast_dev_run) leaves the test unscored: no video seen whole
-        close_loggers(trainer)
-        log.warning("the test was not scored (a limited run saw no test video whole, or no tau): no metrics.json; "
-                    "best val/loss %s; outputs: %s", results.get("best_val_loss"), output_dir)
-        return
-    if trainer.is_global_zero:
-        from spacewalk.io import load_json, write_json
-
-        extra = {k: results[k] for k in ("best_val_loss", "decoded") if k in results}
-        write_json(output_dir / "metrics.json", {**load_json(output_dir / "metrics.json"), **extra})
-        if cfg.get("plots", True):
-            draw_pictures(datamodule, output_dir)
-            log_to_wandb(trainer, datamodule, output_dir, decoded["decoding"] if decoded else None)
-    close_loggers(trainer)
-    if not trainer.is_global_zero:
-        return
-    from spacewalk.spacewalk18.evaluation import format_table
-
-    also = (f"\ndecoded ({decoded['decoding']}): Accuracy {decoded['Accuracy']:.2f}, IoU {decoded['IoU']:.2f} "
-            f"(outputs in decoded/{decoded['decoding']}/)" if decoded else "")
-    log.info("test split:\n%s%s\noutputs: %s", format_table(results["test"]), also, output_dir)
-
-
-def train(cfg: DictConfig) -> dict[str, Any]:
-    output_dir = start_run(cfg)
-    return _fit_or_validate_then_test(cfg, output_dir, training=True)
-
-
-def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    if not _is_lightning_recipe(cfg):
+    def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
         from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
 
         dataset = hydra.utils.instantiate(cfg.data)
         model = hydra.utils.instantiate(cfg.model)
-        return evaluate_step_recognition(dataset, model, cfg.split, cfg.paths.output_dir, fit_split=cfg.fit_split,
+        return evaluate_step_recognition(dataset, model, cfg.split, str(output_dir), fit_split=cfg.fit_split,
                                          plots=cfg.plots)
-    if cfg.split != "test":
-        raise ValueError(f"a step-recognition recipe fits tau on val and scores the test split (got split={cfg.split})")
-    output_dir = start_run(cfg)
-    return _fit_or_validate_then_test(cfg, output_dir, training=False)["test"]
+
+    def after_test(self, run: Run) -> dict[str, Any]:
+        """The plan decoding of conf/decoding (none by default): {"decoded": its test metrics} or nothing."""
+        from spacewalk.training import decoding
+
+        if not decoding.enabled(run.cfg):
+            return {}
+        # the kept checkpoint's val scores (the last validation of fit was the last epoch's), on every process
+        run.trainer.validate(run.model, datamodule=run.datamodule, ckpt_path=run.ckpt, verbose=False)
+        if not run.trainer.is_global_zero:
+            return {}
+        return {"decoded": decoding.decode_run(run.cfg, run.datamodule, run.model, run.output_dir,
+                                               plots=run.cfg.get("plots", True))}
+
+    def write_val(self, run: Run) -> None:
+        """`test=false`: the kept checkpoint's val metrics in metrics.json, no test step (so a variant that is not
+        chosen never shows a test number)."""
+        from spacewalk.io import write_json
+        from spacewalk.spacewalk18.evaluation import format_table
+
+        val = run.model.split_results["val"]
+        write_json(run.output_dir / "metrics.json", {"split": "val", **val, "tau": float(run.model.tau),
+                                                     "best_val_loss": run.results["best_val_loss"]})
+        log.info("val split (test=false, no test step):\n%s\noutputs: %s", format_table(val), run.output_dir)
+
+    def write(self, run: Run) -> None:
+        """metrics.json (the module's test record, the selection criterion and the decoded test metrics), the
+        pictures and the W&B table."""
+        from spacewalk.io import write_json
+
+        decoded = run.results.get("decoded")
+        extra = {k: run.results[k] for k in ("best_val_loss", "decoded") if k in run.results}
+        write_json(run.output_dir / "metrics.json", {**run.model.test_record(), **extra})
+        if run.cfg.get("plots", True):
+            draw_pictures(run.datamodule, run.output_dir)
+            log_to_wandb(run.trainer, run.datamodule, run.output_dir, decoded["decoding"] if decoded else None)
+
+    def summarize(self, run: Run) -> None:
+        results, output_dir = run.results, run.output_dir
+        from spacewalk.spacewalk18.evaluation import format_table
+
+        decoded = results.get("decoded")
+        also = (f"\ndecoded ({decoded['decoding']}): Accuracy {decoded['Accuracy']:.2f}, IoU {decoded['IoU']:.2f} "
+                f"(outputs in decoded/{decoded['decoding']}/)" if decoded else "")
+        log.info("test split:\n%s%s\noutputs: %s", format_table(results["test"]), also, output_dir)
 
 
-def evaluate_checkpoint(cfg: DictConfig, run_cfg: DictConfig, ckpt: Path) -> dict[str, Any]:
-    """Reload a train.py checkpoint with its run's own config and score the test split; `decoding=...` on the
-    evaluate.py command line decodes it (re-decoding a finished run without retraining)."""
-    if cfg.get("split", "test") != "test":
-        raise ValueError("evaluate.py ckpt_path=... scores the test split (val is what the checkpoint was chosen on)")
-    with open_dict(run_cfg):
-        run_cfg.decoding = cfg.get("decoding") or {"name": "none"}
-        run_cfg.plots = cfg.get("plots", True)
-    output_dir = Path(cfg.paths.output_dir)
-    datamodule = build_datamodule(run_cfg)
-    model = build_model(run_cfg, datamodule.feature_dim, str(output_dir), datamodule)
-    trainer = eval_trainer(run_cfg, output_dir)
-    trainer.test(model, datamodule=datamodule, ckpt_path=str(ckpt))
-    results = {"test": dict(model.test_results or {})}
-    results |= _decode(run_cfg, datamodule, model, trainer, str(ckpt), output_dir)
-    _report(run_cfg, datamodule, model, trainer, output_dir, results)
-    return results
+RECIPE = StepRecognition()

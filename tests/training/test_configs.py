@@ -134,9 +134,11 @@ def test_hirest_joint_composes_with_the_synthetic_scale_and_the_paper_sizes():
 
 def test_hirest_heuristics_compose_and_build():
     cfg = compose_evaluate("data=hirest", "model=hirest_heuristics", "split=val")
-    baselines = {task: hydra.utils.instantiate(node) for task, node in cfg.model.items()}
+    baselines = hydra.utils.instantiate(cfg.model).by_task()
     assert baselines["moment_retrieval"].threshold == 0.10 and baselines["video_retrieval"].num_frames == 20
     assert baselines["moment_segmentation"].num_frames == 32
+    left_out = compose_evaluate("data=hirest", "model=hirest_heuristics", "model.video_retrieval=null")
+    assert hydra.utils.instantiate(left_out.model).by_task()["video_retrieval"] is None
 
 
 def test_feature_bank_folders_follow_the_encoders_a_run_reads():

@@ -16,7 +16,6 @@ from conftest import REPO
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 from spacewalk.spacewalk18.question_answering import question_answering_task
-from spacewalk.training.multiple_choice import train
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=40,
                  retrieval_samples_per_video=4, questions_per_video=8)
@@ -84,8 +83,15 @@ def test_step_questions_give_official_predictions_and_train_refuses(tmp_path):
                              "--split", "test", "--predictions", str(out / "predictions.json")], cwd=REPO,
                             capture_output=True, text=True, check=True)
     assert json.loads(scored.stdout)["IoU"] == pytest.approx(metrics["IoU"])
-    with pytest.raises(ValueError, match="nothing to train"):
-        train(None)
+    from hydra import compose, initialize_config_dir
+
+    from spacewalk.training import train
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=["data=spacewalk18_step_questions", "model=mc_scripted"],
+                      return_hydra_config=True)
+    with pytest.raises(ValueError, match="model=mc_scripted has nothing to train"):
+        train(cfg)
 
 
 @pytest.mark.slow

@@ -1,9 +1,5 @@
-"""How a step-recognition run's DataModule and LightningModule are built from its config.
-
-Its own module because two recipes build them: `spacewalk.training.step_recognition` (train, evaluate) and
-`spacewalk.training.decoding` (the other finished runs of an ensemble); each importing the other was an
-import circle.
-"""
+"""How a run's DataModule and LightningModule are built from its config: one builder for the Spacewalk-18 tasks
+(step recognition, intra-video retrieval) and the plan decoder's ensemble members (spacewalk.training.decoding)."""
 
 from __future__ import annotations
 
@@ -20,18 +16,22 @@ def head_reads_cells(cfg: DictConfig) -> bool:
     return reads(hydra.utils.get_class(target)) if target else True
 
 
-def build_datamodule(cfg: DictConfig):
+def build_datamodule(cfg: DictConfig, text_always: bool = True):
+    """The DataModule of `cfg.datamodule` with the dataset and the encoders it reads. `text_always`: the text
+    encoder even when `modalities` has no text (step recognition's bank encodes every recording's text whatever
+    the modalities, and its meta names the text encoder); retrieval passes False."""
     dataset = hydra.utils.instantiate(cfg.data)
-    # the bank encodes every recording's text whatever the modalities (its meta names the text encoder), so
-    # modalities=video needs the text encoder too
-    text = hydra.utils.instantiate(cfg.encoder.text) if cfg.encoder.get("text") else None
+    text = (hydra.utils.instantiate(cfg.encoder.text)
+            if cfg.encoder.get("text") and (text_always or "text" in cfg.modalities) else None)
     video = (hydra.utils.instantiate(cfg.encoder.video)
              if cfg.encoder.get("video") and "video" in cfg.modalities else None)
-    # datamodule.cells: null (the default) = what the head reads
-    cells = cfg.datamodule.get("cells")
+    extra = {}
+    if "cells" in cfg.datamodule:
+        # a DataModule that builds window cells only for heads that read them: null (the default) = ask the head
+        cells = cfg.datamodule.cells
+        extra["cells"] = head_reads_cells(cfg) if cells is None else cells
     return hydra.utils.instantiate(cfg.datamodule, dataset=dataset, text_encoder=text, video_encoder=video,
-                                   cells=head_reads_cells(cfg) if cells is None else cells,
-                                   _recursive_=False, _convert_="all")
+                                   **extra, _recursive_=False, _convert_="all")
 
 
 def build_model(cfg: DictConfig, feature_dim: int, output_dir: str | None, datamodule=None):

@@ -1,0 +1,124 @@
+"""Every (task, model) pair composed with Hydra's compose API: the models a task lists compose and, where that is
+cheap (no data read, no weights), instantiate; every other pair is refused, naming the task's models."""
+
+from __future__ import annotations
+
+import hydra
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf, open_dict
+
+import spacewalk.training  # noqa: F401  (the config resolvers)
+from conftest import REPO
+from spacewalk.training.tasks import check_model
+
+CONF = REPO / "conf"
+TASKS = sorted(p.stem for p in (CONF / "task").glob("*.yaml"))
+MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
+# models whose instantiation loads weights or reads data: composed and checked, not built
+HEAVY = {"all_layer", "ivr_all_layer", "mc_caption_enhanced", "mc_contrastive_text", "mc_contrastive_video",
+         "mc_llava_onevision", "mc_qwen2_5_vl"}
+# what a task needs besides task= to compose (HiREST's data config carries its features and scale)
+TASK_DATA = {"hirest": ["data=hirest"], "multiple_choice": ["data=spacewalk18_qa"]}
+
+
+def compose_pair(entry: str, task: str, model: str):
+    overrides = TASK_DATA.get(task, [f"task={task}"]) + [f"model={model}"]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=entry, overrides=overrides, return_hydra_config=True)
+
+
+@pytest.fixture(scope="module")
+def task_models() -> dict[str, list[str]]:
+    return {task: list(OmegaConf.load(CONF / "task" / f"{task}.yaml").task.models) for task in TASKS}
+
+
+def test_every_model_belongs_to_a_task_and_every_listed_model_exists(task_models):
+    listed = {m for models in task_models.values() for m in models}
+    assert listed == set(MODELS)
+
+
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("model", MODELS)
+def test_a_pair_composes_and_builds_or_is_refused_naming_the_models_that_fit(task, model, task_models):
+    cfg = compose_pair("evaluate", task, model)
+    assert cfg.task.name == task and cfg.hydra.runtime.choices.model == model
+    if model not in task_models[task]:
+        with pytest.raises(ValueError, match=f"model={model} does not fit task={task}") as refused:
+            check_model(cfg)
+        assert all(name in str(refused.value) for name in task_models[task])
+        return
+    check_model(cfg)
+    if model in HEAVY:
+        return
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().set_config(cfg)  # ${hydra:runtime.choices...} in the bank folders
+    node = cfg.model.copy()
+    if node.get("head") is not None:
+        with open_dict(node):
+            # known from the DataModule's encoders at run time (VideoMAE's MLP: a video block beside 384-d text)
+            node.head.dim = 16 + 2 * 384 if model == "videomae_mlp" else 16
+    if task == "hirest" and model == "hirest_joint":
+        with open_dict(node):
+            node.video_dim, node.query_dim, node.asr_dim = 12, 8, 16
+            node.hidden_dim, node.embed_dim, node.ffn_dim, node.num_heads = 16, 16, 32, 2
+    built = hydra.utils.instantiate(node, _convert_="all")
+    assert type(built).__name__ == cfg.model._target_.rsplit(".", 1)[-1]
+    # the DataModule's class is the task's (its constructor reads data: the class only)
+    assert hydra.utils.get_class(cfg.datamodule._target_) if "datamodule" in cfg else task == "multiple_choice"
+
+
+def test_random_is_chance_in_each_task_that_has_one():
+    step = compose_pair("evaluate", "step_recognition", "random")
+    choice = compose_pair("evaluate", "multiple_choice", "random")
+    assert step.model._target_ == "models.baselines.RandomBaseline"
+    assert choice.model._target_ == "spacewalk.multiple_choice.backends.baselines.RandomBackend"
+    assert step.model.seed == choice.model.seed == 0
+
+
+def test_the_default_pairs_of_the_entry_points_fit():
+    for entry, overrides in (("train", []), ("evaluate", []), ("evaluate", ["data=spacewalk18_qa"]),
+                             ("evaluate", ["data=egoschema"]), ("evaluate", ["data=egocross"])):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            check_model(compose(config_name=entry, overrides=overrides, return_hydra_config=True))
+
+
+def test_train_refuses_a_wrong_pair_before_reading_data(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "train.py", "task=intra_video_retrieval", "model=lfb_cat",
+                             f"hydra.run.dir={tmp_path}", f"paths.data_dir={tmp_path / 'data'}"], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "ivr_zero_shot, ivr_last_layer, ivr_all_layer, ivr_tw_finch" in result.stderr
+    assert not (tmp_path / "data").exists()  # nothing generated or read
+
+
+@pytest.mark.parametrize("overrides", [["model=lfb_cat"], ["task=intra_video_retrieval", "model=ivr_last_layer"],
+                                       ["data=hirest", "model=hirest_joint"]], ids=["lfb_cat", "ivr", "hirest"])
+def test_evaluate_refuses_a_model_that_trains_before_reading_data(overrides, tmp_path):
+    from spacewalk.training import evaluate
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="evaluate", overrides=[*overrides, f"paths.data_dir={tmp_path / 'data'}",
+                                                         f"paths.output_dir={tmp_path / 'run'}"],
+                      return_hydra_config=True)
+    with pytest.raises(ValueError, match="is trained: run train.py"):
+        evaluate(cfg)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("overrides", [["model=plan_prior"], ["data=hirest", "model=hirest_heuristics"],
+                                       ["data=egoschema", "model=random"]], ids=["plan_prior", "hirest", "egoschema"])
+def test_train_refuses_a_model_with_nothing_to_train_before_reading_data(overrides, tmp_path):
+    from spacewalk.training import train
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[*overrides, f"paths.data_dir={tmp_path / 'data'}",
+                                                      f"paths.output_dir={tmp_path / 'run'}"],
+                      return_hydra_config=True)
+    with pytest.raises(ValueError, match="has nothing to train"):
+        train(cfg)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
