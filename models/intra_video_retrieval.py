@@ -25,8 +25,9 @@ Subclasses make the features themselves (`features(batch)`): the all-layer recip
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
@@ -126,8 +127,8 @@ class IntraVideoRetrievalModule(pl.LightningModule):
             return  # a duplicate of a sample another process holds
         scores = self.scores(*self.features(batch))
         self._scores.setdefault(split, []).append(
-            (batch["video_index"].cpu().numpy(), batch["sample_id"].cpu().numpy(), scores.detach().float().cpu().numpy(),
-             batch["label"].cpu().numpy()))
+            (batch["video_index"].cpu().numpy(), batch["sample_id"].cpu().numpy(),
+             scores.detach().float().cpu().numpy(), batch["label"].cpu().numpy()))
 
     def validation_step(self, batch, batch_idx):
         self._eval_step("val", batch)

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import pytorch_lightning as pl
@@ -39,9 +40,9 @@ from torch import nn
 
 from models.heads import head_reads_cells
 from models.irrelevant_threshold import OBJECTIVES, Objective, apply_threshold, fit_threshold
-from spacewalk.spacewalk18.scoring import step_recognition_metrics
-from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.dataset import Recording, StepSample
+from spacewalk.spacewalk18.predictions import write_step_predictions
+from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.step_recognition_metric import StepRecognitionMetric, VideoOutputs
 
 log = logging.getLogger(__name__)

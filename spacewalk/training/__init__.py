@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from spacewalk.durations import parse_duration
+from spacewalk.modalities import Modalities
 
 # `context: 5min` in a config, read as seconds where a number is needed: ${seconds:${context}}
 OmegaConf.register_new_resolver("seconds", parse_duration, replace=True)
@@ -54,7 +55,8 @@ def bank_folder(encoder: str | None, text_encoder: str | None, modalities: str) 
     text encoder's suffix. A text-only run reads no video feature, so whatever `encoder=` says (encoder=text_only,
     or the video encoder `model=all_layer` picks and `modalities=text` does not use) it reads the one text bank,
     TEXT_ONLY_BANK_FOLDER: the same MiniLM features, built once."""
-    return (TEXT_ONLY_BANK_FOLDER if modalities == "text" else str(encoder)) + text_bank_suffix(text_encoder)
+    text_only = not Modalities.parse(modalities).video
+    return (TEXT_ONLY_BANK_FOLDER if text_only else str(encoder)) + text_bank_suffix(text_encoder)
 
 
 OmegaConf.register_new_resolver("bank_folder", bank_folder, replace=True)

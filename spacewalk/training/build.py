@@ -6,6 +6,8 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, open_dict
 
+from spacewalk.modalities import Modalities
+
 
 def head_reads_cells(cfg: DictConfig) -> bool:
     """Whether the configured recipe's head reads the window cells, asked of its class before anything is
@@ -20,11 +22,11 @@ def build_datamodule(cfg: DictConfig, text_always: bool = True):
     """The DataModule of `cfg.datamodule` with the dataset and the encoders it reads. `text_always`: the text
     encoder even when `modalities` has no text (step recognition's bank encodes every recording's text whatever
     the modalities, and its meta names the text encoder); retrieval passes False."""
+    modalities = Modalities.parse(cfg.modalities)  # a bad value is refused before any data is read
     dataset = hydra.utils.instantiate(cfg.data)
     text = (hydra.utils.instantiate(cfg.encoder.text)
-            if cfg.encoder.get("text") and (text_always or "text" in cfg.modalities) else None)
-    video = (hydra.utils.instantiate(cfg.encoder.video)
-             if cfg.encoder.get("video") and "video" in cfg.modalities else None)
+            if cfg.encoder.get("text") and (text_always or modalities.text) else None)
+    video = hydra.utils.instantiate(cfg.encoder.video) if cfg.encoder.get("video") and modalities.video else None
     extra = {}
     if "cells" in cfg.datamodule:
         # a DataModule that builds window cells only for heads that read them: null (the default) = ask the head

@@ -20,19 +20,34 @@ spacewalk/spacewalk18/plan_decoding.py.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from spacewalk.io import write_json
-from spacewalk.spacewalk18.emissions import (Emissions, WindowRows, block_pairs, cell_scores, mean_log_probs,
-                                             pair_products, within_window_emissions)
-from spacewalk.spacewalk18.plan_decoding import (DecodeSettings, PlanModel, WholeRecordingDecoder, WithinWindowDecoder,
-                                                 cell_labels, choose_settings, grid_samples)
+from spacewalk.spacewalk18.emissions import (
+    Emissions,
+    WindowRows,
+    block_pairs,
+    cell_scores,
+    mean_log_probs,
+    pair_products,
+    within_window_emissions,
+)
+from spacewalk.spacewalk18.plan_decoding import (
+    DecodeSettings,
+    PlanModel,
+    WholeRecordingDecoder,
+    WithinWindowDecoder,
+    cell_labels,
+    choose_settings,
+    grid_samples,
+)
 from spacewalk.spacewalk18.plan_prior import PlanPriorBaseline
 from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
@@ -141,8 +156,8 @@ def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids, bl
     one process."""
     import pytorch_lightning as pl
 
-    from spacewalk.training.common import load_run_config
     from spacewalk.training.build import build_datamodule, build_model
+    from spacewalk.training.common import load_run_config
 
     run_cfg = load_run_config(Path(ckpt), str(output_dir))
     datamodule = build_datamodule(run_cfg)

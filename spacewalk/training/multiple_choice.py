@@ -1,7 +1,8 @@
 """Multiple-choice evaluation's part of the run sequence behind evaluate.py (`task: multiple_choice`,
-conf/task/multiple_choice.yaml; spacewalk/training/run.py): the data config builds a benchmark's task (spacewalk/multiple_choice/task.py: items, official prompt,
-parsing, metrics, official files), the model config a backend (spacewalk/multiple_choice/backends/), and
-spacewalk/multiple_choice/runner.py answers every item into the run directory: records.jsonl as it goes,
+conf/task/multiple_choice.yaml; spacewalk/training/run.py): the data config builds a benchmark's task
+(spacewalk/multiple_choice/task.py: items, official prompt, parsing, metrics, official files), the model config a
+backend (spacewalk/multiple_choice/backends/), and spacewalk/multiple_choice/runner.py answers every item into the
+run directory: records.jsonl as it goes,
 then metrics.json and the task's official files.
 
 Re-running the same command resumes: the run directory is a function of the command (conf/task/
@@ -50,7 +51,8 @@ class MultipleChoice(Recipe):
         metrics = runner.run(task, backend, output_dir, chunk_size=int(settings.get("chunk_size", 8)),
                              identity=identity, rank=rank, world_size=world_size,
                              wait_seconds=float(settings.get("wait_seconds", 86400)),
-                             progress=bool(settings.get("progress", True)), prompts=str(settings.get("prompts", "parts")))
+                             progress=bool(settings.get("progress", True)),
+                             prompts=str(settings.get("prompts", "parts")))
         if metrics is not None:
             summary = {k: v for k, v in metrics.items() if not isinstance(v, dict)}
             log.info("%s / %s: %s", task.name, backend.name, json.dumps(summary))

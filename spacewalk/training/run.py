@@ -23,14 +23,21 @@ import hydra
 import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
-from spacewalk.training.common import (best_checkpoint, build_trainer, close_loggers, eval_trainer, load_run_config,
-                                       resume_path, start_run)
+from spacewalk.training.common import (
+    best_checkpoint,
+    build_trainer,
+    close_loggers,
+    eval_trainer,
+    load_run_config,
+    resume_path,
+    start_run,
+)
 from spacewalk.training.tasks import check_model, model_choice
 
 log = logging.getLogger(__name__)
 
 
-def recipe(cfg: DictConfig) -> "Recipe":
+def recipe(cfg: DictConfig) -> Recipe:
     """The task's recipe: the RECIPE of the module named by task.recipe."""
     task = cfg.get("task")
     if task is None or not task.get("recipe"):

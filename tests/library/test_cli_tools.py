@@ -6,14 +6,14 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 
 import pytest
 
 from spacewalk import download
 from spacewalk.benchmarks import find
 from spacewalk.spacewalk18 import samples
+
+from conftest import run_command
 
 
 def test_samples_cli_reproduces_the_official_file(real_spacewalk18_root, tmp_path):
@@ -37,9 +37,7 @@ def test_samples_cli_on_a_root_without_samples(tiny_root, tmp_path, capsys):
 def test_download_from_a_local_copy(real_spacewalk18_root, tmp_path):
     root = tmp_path / "sw18"
     # run as a user would, in a subprocess: the module entry point, the progress bar, the final check
-    result = subprocess.run([sys.executable, "-m", "spacewalk.download", "spacewalk18", "--root", str(root),
-                             "--source", str(real_spacewalk18_root)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    result = run_command("-m", "spacewalk.download", "spacewalk18", "--root", root, "--source", real_spacewalk18_root)
     assert "ready" in result.stdout
     files = find("spacewalk18").release.files
     assert len(files) == 27 and all(f.sha256 for f in files)  # each checked against the pinned release

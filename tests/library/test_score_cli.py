@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,10 +12,11 @@ from spacewalk.spacewalk18.dataset import Spacewalk18
 from spacewalk.spacewalk18.predictions import write_qa_predictions, write_retrieval_predictions, write_step_predictions
 from spacewalk.spacewalk18.scoring import qa_accuracy, retrieval_accuracy, step_recognition_metrics
 
+from conftest import run_command
+
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "spacewalk.score", *map(str, args)], capture_output=True,
-                          text=True, timeout=120)
+    return run_command("-m", "spacewalk.score", *args, check=False, timeout=120)
 
 
 def test_step_recognition_end_to_end(tiny_root, tmp_path):

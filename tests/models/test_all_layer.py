@@ -258,7 +258,7 @@ def test_warm_up_then_cosine_per_step(minilm):
 
 
 def test_the_recipe_and_the_paper_settings_compose():
-    from test_configs import compose_train
+    from conftest import compose_train
 
     cfg = compose_train("model=all_layer", "modalities=text")
     assert cfg.model._target_ == "models.all_layer.AllLayerModule"

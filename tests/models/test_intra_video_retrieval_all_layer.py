@@ -5,9 +5,6 @@ numbers, for this recipe and for the frozen-feature ones)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -25,7 +22,7 @@ from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
 from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.video import open_video, sparse_timestamps
 
-from conftest import REPO, tiny_clip
+from conftest import run_command, tiny_clip
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=(12, 14), steps_per_video=(3, 4), samples_per_video=20,
              retrieval_samples_per_video=10, questions_per_video=2, video_fps=0.5, frame_size=16, progress=False)
@@ -115,12 +112,10 @@ VIDEO = ["task=intra_video_retrieval", "model=ivr_all_layer", "modalities=video"
 
 
 def train(tmp, run_dir, *overrides):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
-    cmd = [sys.executable, "train.py", f"data.synthetic_root={tmp / 'synthetic'}", f"paths.data_dir={tmp / 'data'}",
+    cmd = ["train.py", f"data.synthetic_root={tmp / 'synthetic'}", f"paths.data_dir={tmp / 'data'}",
            *TINY,
            *overrides, f"hydra.run.dir={run_dir}"]
-    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-4000:]
+    run_command(*cmd)
     return load_json(run_dir / "metrics.json")
 
 
@@ -133,10 +128,8 @@ def scorer(tmp, run_dir, samples_per_video):
     config = RetrievalSamplerConfig(samples_per_video=samples_per_video)
     samples = {r.video_id: recording_retrieval_samples(r, config) for r in Spacewalk18(root).split("test")}
     write_json(root / "tasks/intra-video_retrieval/test.json", retrieval_samples_to_json(samples))
-    result = subprocess.run([sys.executable, "-m", "spacewalk.score", "--root", str(root), "--split", "test", "--task",
-                             "intra_video_retrieval", "--predictions", str(run_dir / "predictions.json")], cwd=REPO,
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_command("-m", "spacewalk.score", "--root", root, "--split", "test", "--task", "intra_video_retrieval",
+                         "--predictions", run_dir / "predictions.json")
     return json.loads(result.stdout)
 
 
@@ -181,7 +174,7 @@ def test_the_frozen_recipes_run_on_two_ddp_processes(tmp_path):
 
 
 def test_the_config_keeps_the_paper_settings():
-    from test_configs import compose_train
+    from conftest import compose_train
 
     cfg = compose_train("task=intra_video_retrieval", "model=ivr_all_layer", "context=30s")
     assert cfg.task.recipe == "spacewalk.training.intra_video_retrieval"

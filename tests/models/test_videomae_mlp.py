@@ -59,7 +59,8 @@ def test_the_mlp_regresses_onto_captions_and_predicts_the_nearest(tmp_path):
 def test_the_recipe_composes():
     import hydra
     from omegaconf import open_dict
-    from test_configs import compose_train
+
+    from conftest import compose_train
 
     cfg = compose_train("model=videomae_mlp", "encoder=videomae", "modalities=video+text")
     assert cfg.datamodule.frame_sampling == "dense" and cfg.model.irrelevant == "threshold"

@@ -7,9 +7,6 @@ families' processors. The tiny models' replies are noise; what is tested is the 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,7 +21,7 @@ from spacewalk.multiple_choice.backends import transformers_vlm
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.score import main as score_main
 
-from conftest import REPO
+from conftest import run_command
 
 ES_OPTIONS = dict(n_questions=6, n_answered=4, seconds=4, fps=2, frame_size=32)
 EC_OPTIONS = dict(per_category=1, frames=[3, 5], frame_size=32)
@@ -40,10 +37,7 @@ def checkpoints(tmp_path_factory):
 
 
 def evaluate(*overrides: str) -> None:
-    env = os.environ | {"OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "evaluate.py", *overrides, "multiple_choice.progress=false"], cwd=REPO,
-                            capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_command("evaluate.py", *overrides, "multiple_choice.progress=false", env={"OMP_NUM_THREADS": "1"})
 
 
 def scored(capsys, *argv: str) -> dict:

@@ -5,15 +5,12 @@ trainable text tower (MiniLM) runs."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
-
-from conftest import REPO
 from test_train_e2e import metrics, official_scores, run
+
+from conftest import run_command
 
 pytestmark = pytest.mark.slow
 
@@ -30,13 +27,8 @@ VIDEO = ["model=all_layer", "modalities=video", "encoder=tiny_clip", "context=1m
 
 def run_data(tmp_path, script, *overrides):
     """test_train_e2e.run with this file's data (larger than its tiny set) on train.py and evaluate.py."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",
-           "WANDB_SILENT": "true"}
     data = [f"data.synthetic_root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}", *DATA]
-    result = subprocess.run([sys.executable, script, *data, *overrides], cwd=REPO, capture_output=True, text=True,
-                            env=env)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result
+    return run_command(script, *data, *overrides)
 
 
 @pytest.fixture(scope="module")

@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import hydra
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
-from conftest import REPO
+
+from conftest import REPO, compose_evaluate, compose_train
 
 CONF = str(REPO / "conf")
 MODELS = sorted(p.stem for p in (REPO / "conf/model").glob("*.yaml"))
 # the paper's context lengths (BENCHMARKS 1.3) and one that is not
 CONTEXTS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min", "1.5h"]
-
-
-def compose_train(*overrides: str):
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return compose(config_name="train", overrides=list(overrides), return_hydra_config=True)
-
-
-
-
-def compose_evaluate(*overrides: str):
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return compose(config_name="evaluate", overrides=list(overrides), return_hydra_config=True)
 
 
 def model_target(name: str) -> str | None:

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO
-from spacewalk.egocross.synthetic import Options as EgoCrossOptions, generate_egocross
+from spacewalk.egocross.closeqa import scripted_reply
+from spacewalk.egocross.synthetic import Options as EgoCrossOptions
+from spacewalk.egocross.synthetic import generate_egocross
 from spacewalk.egocross.task import open_egocross
-from spacewalk.egoschema.synthetic import Options as EgoSchemaOptions, generate_egoschema
+from spacewalk.egoschema.synthetic import Options as EgoSchemaOptions
+from spacewalk.egoschema.synthetic import generate_egoschema
 from spacewalk.egoschema.task import open_egoschema
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import RandomBackend, ScriptedBackend
-from spacewalk.egocross.closeqa import scripted_reply
 from spacewalk.score import main as score_main
+
+from conftest import run_command
 
 
 def near_chance(accuracy: float, n: int, k: int) -> bool:
@@ -41,7 +43,8 @@ def test_egocross_scripted_100_random_near_chance_and_the_scorer_agrees(tmp_path
     for backend, name in ((ScriptedBackend(script=scripted_reply), "scripted"), (RandomBackend(seed=1), "random")):
         metrics = runner.run(task, backend, tmp_path / name, progress=False)
         n = metrics["total"]
-        assert n == 160 and (metrics["accuracy"] == 100.0 if name == "scripted" else near_chance(metrics["accuracy"], n, 4))
+        assert n == 160
+        assert metrics["accuracy"] == 100.0 if name == "scripted" else near_chance(metrics["accuracy"], n, 4)
         assert score_main(["egocross", "--task", "closeqa", "--data", str(root / "datasets/egocross_testbed_imgs.json"),
                            "--answers", str(root / "answers.json"), "--predictions",
                            str(tmp_path / name / "egocross_closeqa_replies.json")]) == 0
@@ -52,9 +55,7 @@ def test_egocross_scripted_100_random_near_chance_and_the_scorer_agrees(tmp_path
 
 
 def run_evaluate(*overrides: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "evaluate.py", *overrides], cwd=REPO, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+    return run_command("evaluate.py", *overrides)
 
 
 @pytest.mark.slow

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO
 from spacewalk import score
-from spacewalk.spacewalk18.predictions import read_step_predictions
 from spacewalk.spacewalk18.dataset import Spacewalk18
+from spacewalk.spacewalk18.predictions import read_step_predictions
+
+from conftest import run_command
 
 SMALL = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.synthetic.n_test=2",
          "+data.synthetic.minutes=[4,5]", "+data.synthetic.steps_per_video=[3,5]",
@@ -20,9 +20,7 @@ SMALL = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.syntheti
 
 
 def run_evaluate(*overrides: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "evaluate.py", *overrides], cwd=REPO, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+    return run_command("evaluate.py", *overrides)
 
 
 @pytest.mark.slow
@@ -69,6 +67,6 @@ def test_real_data_random_baseline_matches_the_paper(real_spacewalk18_root, tmp_
 
 
 def test_fit_split_must_differ_from_the_scored_split(tiny_root, tmp_path):
-    result = subprocess.run([sys.executable, "evaluate.py", "data=spacewalk18", f"data.root={tiny_root}",
-                             "split=train", f"hydra.run.dir={tmp_path}"], cwd=REPO, capture_output=True, text=True)
+    result = run_command("evaluate.py", "data=spacewalk18", f"data.root={tiny_root}", "split=train",
+                         f"hydra.run.dir={tmp_path}", check=False)
     assert result.returncode != 0 and "never takes statistics from the split it is scored on" in result.stderr

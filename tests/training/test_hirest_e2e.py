@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import REPO
-from test_configs import compose_train
+from conftest import compose_train, run_command
 
 pytestmark = pytest.mark.slow
 
@@ -25,13 +22,9 @@ TINY_MODEL = ["hirest_scale.embed_dim=32", "hirest_scale.hidden_dim=32", "hirest
 
 
 def run(script: str, tmp_path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
     data = [f"data.synthetic_root={tmp_path / 'synthetic_hirest'}", *TINY_DATA] if "ckpt_path" not in str(overrides) \
         else []
-    result = subprocess.run([sys.executable, script, "data=hirest", *data, *overrides], cwd=REPO,
-                            capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result
+    return run_command(script, "data=hirest", *data, *overrides)
 
 
 def metrics(run_dir):
@@ -40,10 +33,8 @@ def metrics(run_dir):
 
 def official_scores(task: str, root, split: str, predictions) -> dict:
     """What `python -m spacewalk.score hirest` (the authors' evaluate.py) prints for a prediction file."""
-    result = subprocess.run([sys.executable, "-m", "spacewalk.score", "hirest", "--task", task, "--root", str(root),
-                             "--split", split, "--predictions", str(predictions)], cwd=REPO, capture_output=True,
-                            text=True)
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_command("-m", "spacewalk.score", "hirest", "--task", task, "--root", root, "--split", split,
+                         "--predictions", predictions)
     return json.loads(result.stdout)
 
 
@@ -66,10 +57,8 @@ def test_heuristic_segmentation_scores_officially(tmp_path):
 
 
 def test_similarity_baselines_refuse_a_video_only_encoder(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, "evaluate.py", "data=hirest", f"data.synthetic_root={tmp_path / 's'}",
-                             *TINY_DATA, "model=hirest_heuristics", "split=val", f"hydra.run.dir={tmp_path / 'r'}"],
-                            cwd=REPO, capture_output=True, text=True, env=env)
+    result = run_command("evaluate.py", "data=hirest", f"data.synthetic_root={tmp_path / 's'}", *TINY_DATA,
+                         "model=hirest_heuristics", "split=val", f"hydra.run.dir={tmp_path / 'r'}", check=False)
     assert result.returncode != 0 and "image-text model" in result.stderr
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 from spacewalk.spacewalk18.question_answering import question_answering_task
+
+from conftest import REPO, run_command
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=40,
                  retrieval_samples_per_video=4, questions_per_video=8)
@@ -23,13 +24,8 @@ SMALL = [f"+data.synthetic.{k}={v}".replace(" ", "") for k, v in SYNTHETIC.items
 
 
 def run(script: str, *overrides: str, log_dir: Path, env: dict | None = None, check: bool = True):
-    environment = os.environ | {"SPACEWALK_LOG_DIR": str(log_dir), "OMP_NUM_THREADS": "1",
-                                "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"} | (env or {})
-    result = subprocess.run([sys.executable, script, *overrides], cwd=REPO, capture_output=True, text=True,
-                            env=environment)
-    if check:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return result
+    return run_command(script, *overrides, check=check,
+                       env={"SPACEWALK_LOG_DIR": str(log_dir), "OMP_NUM_THREADS": "1"} | (env or {}))
 
 
 def only_run_dir(log_dir: Path) -> Path:
@@ -79,9 +75,8 @@ def test_step_questions_give_official_predictions_and_train_refuses(tmp_path):
         "model=mc_scripted", "context=1min", f"hydra.run.dir={out}", log_dir=tmp_path)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["Accuracy"] == 100.0 and metrics["count"] == 80 and metrics["official_samples"] is True
-    scored = subprocess.run([sys.executable, "-m", "spacewalk.score", "--root", str(tmp_path / "synthetic"),
-                             "--split", "test", "--predictions", str(out / "predictions.json")], cwd=REPO,
-                            capture_output=True, text=True, check=True)
+    scored = run_command("-m", "spacewalk.score", "--root", tmp_path / "synthetic", "--split", "test",
+                         "--predictions", out / "predictions.json")
     assert json.loads(scored.stdout)["IoU"] == pytest.approx(metrics["IoU"])
     from hydra import compose, initialize_config_dir
 

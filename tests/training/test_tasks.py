@@ -9,8 +9,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
-from conftest import REPO
 from spacewalk.training.tasks import check_model
+
+from conftest import REPO, compose_config, run_command
 
 CONF = REPO / "conf"
 TASKS = sorted(p.stem for p in (CONF / "task").glob("*.yaml"))
@@ -24,8 +25,7 @@ TASK_DATA = {"hirest": ["data=hirest"], "multiple_choice": ["data=spacewalk18_qa
 
 def compose_pair(entry: str, task: str, model: str):
     overrides = TASK_DATA.get(task, [f"task={task}"]) + [f"model={model}"]
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name=entry, overrides=overrides, return_hydra_config=True)
+    return compose_config(entry, *overrides)
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +85,8 @@ def test_the_default_pairs_of_the_entry_points_fit():
 
 
 def test_train_refuses_a_wrong_pair_before_reading_data(tmp_path):
-    import subprocess
-    import sys
-
-    result = subprocess.run([sys.executable, "train.py", "task=intra_video_retrieval", "model=lfb_cat",
-                             f"hydra.run.dir={tmp_path}", f"paths.data_dir={tmp_path / 'data'}"], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+    result = run_command("train.py", "task=intra_video_retrieval", "model=lfb_cat", f"hydra.run.dir={tmp_path}",
+                         f"paths.data_dir={tmp_path / 'data'}", check=False, timeout=120)
     assert result.returncode != 0
     assert "ivr_zero_shot, ivr_last_layer, ivr_all_layer, ivr_tw_finch" in result.stderr
     assert not (tmp_path / "data").exists()  # nothing generated or read
