@@ -182,7 +182,9 @@ class FeatureBank:
                 video, step_video = self._load_video_arrays(folder, rec, check_finite=False)
                 if self._frame_features():
                     frames = self._load_frame_arrays(folder, rec, video.shape[1])
-            text = self._load_text_arrays(folder, rec, check_finite=False)
+            # the text arrays are checked on every load, not only when built: a bank edited or damaged since
+            # (a NaN row) would otherwise train on NaN; they are small next to the video arrays
+            text = self._load_text_arrays(folder, rec, check_finite=True)
         return RecordingBank(video_id=video_id, segment_seconds=self.config.segment_seconds,
                              num_cells=num_cells(rec.duration, self.config.segment_seconds),
                              duration=rec.duration, video=video, step_video=step_video, **text, **frames)
@@ -536,8 +538,11 @@ def _load_array(folder: Path, name: str, video_id: str, shape: tuple[int | None,
                         file=file, item=video_id, field=name)
     if check_finite:
         for i in range(0, len(array), 65536):  # in slices: the file is mapped, not read into memory
-            if not np.isfinite(array[i:i + 65536]).all():
-                raise DataError("non-finite values (NaN or inf)", file=file, item=video_id, field=name)
+            finite = np.isfinite(array[i:i + 65536])
+            if not finite.all():
+                row = i + int(np.argwhere(~finite)[0][0])
+                raise DataError(f"non-finite values (NaN or inf), first in row {row}; rebuild the bank (delete "
+                                "the folder)", file=file, item=video_id, field=name)
     return array
 
 

@@ -104,6 +104,24 @@ def test_text_only_bank(tiny_root, tmp_path):
     assert bank.build(progress=False) == []
 
 
+@pytest.mark.parametrize("name", ["cell_text", "sentence_text", "step_narration", "step_caption"])
+def test_a_nan_row_in_a_built_banks_text_is_refused_on_load(tiny_root, tmp_path, name):
+    # the builder checks what it encodes; a bank damaged or edited afterwards must not train on NaN
+    data = Spacewalk18(tiny_root)
+    bank = FeatureBank(tmp_path / "bank", data, FakeText(), FakeVideo(), SMALL)
+    bank.build(progress=False)
+    video_id = next(iter(data.recordings))
+    bank.load(video_id)  # intact: loads
+    array = np.load(tmp_path / "bank" / video_id / f"{name}.npy", mmap_mode="r+")
+    array[1, 3] = np.nan
+    array.flush()
+    del array
+    with pytest.raises(DataError, match="non-finite values.*row 1") as e:
+        bank.load(video_id)
+    assert (e.value.file, e.value.item, e.value.field) == (tmp_path / "bank" / video_id / f"{name}.npy", video_id,
+                                                           name)
+
+
 def test_changes_mark_only_the_affected_recordings_stale(tiny_root, tmp_path):
     data = Spacewalk18(tiny_root)
     ids = list(data.recordings)
