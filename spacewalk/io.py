@@ -16,17 +16,30 @@ from spacewalk.errors import DataError
 
 
 def load_json(path: str | Path) -> Any:
-    """Read a JSON file; a missing or malformed file is a DataError naming it."""
+    """Read a JSON file; a missing or malformed file is a DataError naming it, and so is an object with a
+    repeated key (json.load would keep the last copy silently: a question id answered twice would be scored
+    once, whichever copy came last)."""
     path = Path(path)
     if not path.is_file():
         raise DataError("file not found", file=path)
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            return json.load(f, object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
     except json.JSONDecodeError as e:
         raise DataError(f"not valid JSON ({e})", file=path) from e
     except UnicodeDecodeError as e:
         raise DataError(f"not UTF-8 text ({e})", file=path) from e
+
+
+def _unique_keys(pairs: list[tuple[str, Any]], path: Path) -> dict[str, Any]:
+    """One JSON object as a dict, refusing a key that occurs twice in it (the keys repeat only in the text)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DataError("this key occurs more than once in the same object: refused rather than keeping "
+                            "one copy", file=path, item=key, field=key)
+        out[key] = value
+    return out
 
 
 @contextmanager

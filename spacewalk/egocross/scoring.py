@@ -57,6 +57,8 @@ def read_replies(path: str | Path, questions: Sequence[Question]) -> dict[int, s
             raise DataError("not a question id", file=path, item=key, field="id") from None
         if qid not in known:
             raise DataError("not an EgoCross question of the data file", file=path, item=key, field="id")
+        if qid in replies:  # "7" and "07" (or " 7") are different keys but the same question
+            raise DataError(f"question {qid} has more than one reply", file=path, item=key, field="id")
         if text is None:
             text = ""  # a model that returned nothing: unparsable, counted wrong
         if not isinstance(text, str):

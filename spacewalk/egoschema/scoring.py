@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -57,6 +58,13 @@ def _choice(value, path: Path, q_uid: str, parse: Callable[[str, str], int | Non
     if value is None:
         return None
     if isinstance(value, str):
+        # "0".."4" is an index written as a string, not a reply: lmms-eval's parser reads no letter in it
+        # and every question would count as wrong (0 %). The authors' validate.py and Kaggle take integers,
+        # and a string there is not documented to be read as one, so it is refused rather than guessed.
+        if value.strip().lstrip("+-").isdigit():
+            raise DataError(f"the answer index {value!r} is a string: write it as a number ({value.strip()}, not "
+                            f"{json.dumps(value)}), or give the model's reply text", file=path, item=q_uid,
+                            field=q_uid)
         if parse is None:
             raise DataError("a raw reply needs the questions file to be parsed (--questions or --root)",
                             file=path, item=q_uid, field=q_uid)

@@ -296,6 +296,21 @@ def test_bad_reply_files_exit_2_naming_file_and_question(synthetic_root, tmp_pat
     assert str(path) in err and f"item {item}" in err and message in err
 
 
+@pytest.mark.parametrize("how,message", [("repeated key", "occurs more than once"),
+                                         ("same number", "question 7 has more than one reply")])
+def test_a_question_replied_twice_is_refused(synthetic_root, tmp_path, capsys, how, message):
+    # json.load keeps the last copy, and "7" and "07" are one question: either would be scored once
+    data = EgoCross(synthetic_root, answers=synthetic_root / ANSWERS_FILE)
+    replies = _replies(data, lambda q: q.answer.letter)
+    key = '"7"' if how == "repeated key" else '"07"'
+    path = tmp_path / "replies.json"
+    path.write_text(json.dumps(replies)[:-1] + f', {key}: "A"}}')
+    assert score_main(["egocross", "--task", "closeqa", "--data", str(synthetic_root / TESTBED), "--answers",
+                       str(synthetic_root / ANSWERS_FILE), "--predictions", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and f"item {json.loads(key)}" in err and message in err
+
+
 def test_scoring_without_answers_or_a_judge_says_what_is_missing(synthetic_root, tmp_path, capsys):
     data = EgoCross(synthetic_root, answers=synthetic_root / ANSWERS_FILE)
     path = tmp_path / "replies.json"

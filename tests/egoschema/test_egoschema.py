@@ -256,6 +256,52 @@ def test_bad_prediction_files_exit_2_naming_file_and_question(synthetic_root, tm
     assert str(path) in err and message in err and (item is None or f"item {item}" in err)
 
 
+def _with_one_repeat(answers: dict, value) -> tuple[str, str]:
+    """The answers as JSON text with the first q_uid given a second time (a dict cannot hold that)."""
+    first = next(iter(answers))
+    text = json.dumps(answers)
+    return first, text[:-1] + f", {json.dumps(first)}: {json.dumps(value)}}}"
+
+
+@pytest.mark.parametrize("repeat", ["same", "other"])
+def test_a_question_answered_twice_in_a_submission_is_refused(synthetic_root, tmp_path, capsys, repeat):
+    # json.load keeps the last copy: the repeat would be scored once instead of refused
+    answers = EgoSchema(synthetic_root).answers
+    first, text = _with_one_repeat(answers, answers[next(iter(answers))] + (repeat == "other"))
+    path = tmp_path / "p.json"
+    path.write_text(text)
+    assert score_main(["egoschema", "--root", str(synthetic_root), "--predictions", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and f"item {first}" in err and "more than once" in err
+
+
+def test_a_repeated_question_in_the_answers_file_is_refused(real_egoschema_dir, tmp_path):
+    answers = json.loads((real_egoschema_dir / "subset_answers.json").read_text())
+    first, text = _with_one_repeat(answers, answers[next(iter(answers))])
+    path = tmp_path / "subset_answers.json"
+    path.write_text(text)
+    with pytest.raises(DataError, match="more than once") as e:
+        read_answers(path)
+    assert (e.value.file, e.value.item, e.value.field) == (path, first, first)
+
+
+@pytest.mark.parametrize("value", ["0", "2", " 4", "-1"])
+def test_an_answer_index_written_as_a_string_is_refused(synthetic_root, tmp_path, capsys, value):
+    # lmms-eval's parser reads no letter in "2": scored, every such answer would count wrong (0 %)
+    data = EgoSchema(synthetic_root)
+    preds = {q: str(a) for q, a in data.answers.items()}
+    key = next(iter(preds))
+    preds[key] = value
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(preds))
+    assert score_main(["egoschema", "--root", str(synthetic_root), "--predictions", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and f"item {key}" in err and "is a string" in err
+    with pytest.raises(DataError, match="is a string") as e:  # without the questions too
+        scoring.read_predictions(path)
+    assert (e.value.file, e.value.field) == (path, key)
+
+
 def test_a_missing_prediction_and_a_bad_csv_exit_2(synthetic_root, tmp_path, capsys):
     data = EgoSchema(synthetic_root)
     missing = next(iter(data.answers))

@@ -3,6 +3,7 @@ generated dataset written on first use, reused, rewritten when its options chang
 
 import pytest
 
+from spacewalk.errors import DataError
 from spacewalk.io import atomic_dir, ensure_generated, load_json, write_json
 
 
@@ -62,3 +63,13 @@ def test_ensure_generated_writes_reuses_regenerates_and_refuses_a_foreign_folder
     with pytest.raises(ValueError, match="is not a synthetic set .*pick another root"):
         ensure(2)
     assert len(calls) == 2
+
+
+def test_load_json_refuses_a_key_repeated_in_one_object(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text('{"videos": {"v1": [1], "v2": [2], "v1": [3]}, "v1": 0}')
+    with pytest.raises(DataError, match="more than once") as e:
+        load_json(path)
+    assert (e.value.file, e.value.item, e.value.field) == (path, "v1", "v1")
+    path.write_text('[{"id": 1}, {"id": 1}]')  # the same key in two objects is no repeat
+    assert load_json(path) == [{"id": 1}, {"id": 1}]
