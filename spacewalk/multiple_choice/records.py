@@ -29,6 +29,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import IO, Any
 
+from spacewalk.errors import DataError
 from spacewalk.io import atomic_path
 from spacewalk.multiple_choice.task import Record
 
@@ -93,11 +94,19 @@ def _json_lines(path: Path) -> Iterable[tuple[int, Any]]:
 def read_records(path: Path) -> list[Record]:
     """The records of one JSONL file (prompts as stored: part ids or text)."""
     records = []
+    first_line: dict[str, int] = {}
     for number, raw in _json_lines(Path(path)):
         try:
-            records.append(record_from_json(raw))
+            record = record_from_json(raw)
         except (KeyError, TypeError) as e:
             raise ValueError(f"{path}: line {number} is not a record (missing or bad {e})") from e
+        # a run writes each item once per file (a resume answers only what no file holds): a second record
+        # means two runs wrote here at once or a hand-edited file, and one copy would be scored silently
+        if record.item_id in first_line:
+            raise DataError(f"line {number}: a second record for this item (the first is on line "
+                            f"{first_line[record.item_id]})", file=path, item=record.item_id, field="item_id")
+        first_line[record.item_id] = number
+        records.append(record)
     return records
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from spacewalk import score
+from spacewalk.errors import DataError
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import RandomBackend, ScriptedBackend
 from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBackend, option_queries, split_sentences
@@ -154,6 +155,19 @@ def test_a_run_killed_midway_resumes_to_the_same_metrics(tmp_path):
     assert calls == [f"q{i}" for i in range(16, 40)]  # only what was not recorded
     assert resumed == reference and resumed["Accuracy"] == 100.0 and whole["Accuracy"] == 50.0
     assert (run_dir / runner.RECORDS).read_text() == (tmp_path / "ref" / runner.RECORDS).read_text()
+
+
+def test_a_second_record_for_an_item_is_refused_not_scored_once(tmp_path):
+    # one copy would win silently (and the other could be a different answer): name the file, item and line
+    run_dir = tmp_path / "run"
+    runner.run(ToyTask(), ScriptedBackend("letter"), run_dir, progress=False)
+    lines = (run_dir / runner.RECORDS).read_text().splitlines(keepends=True)
+    (run_dir / runner.RECORDS).write_text("".join(lines + [lines[3]]))
+    with pytest.raises(DataError, match=f"line {len(lines) + 1}: a second record.*first is on line 4") as e:
+        runner.read_records(run_dir / runner.RECORDS)
+    assert (e.value.file, e.value.item, e.value.field) == (run_dir / runner.RECORDS, "q3", "item_id")
+    with pytest.raises(DataError, match="a second record"):
+        runner.run(ToyTask(), ScriptedBackend("letter"), run_dir, progress=False)
 
 
 def test_several_processes_split_the_items_and_rank0_merges(tmp_path):
