@@ -179,11 +179,12 @@ class FeatureBank:
                 raise DataError(f"feature bank is missing or stale ({reason}); run FeatureBank.build() first",
                                 file=folder, item=video_id)
             if with_video:
-                video, step_video = self._load_video_arrays(folder, rec, check_finite=False)
+                # checked on load like the text below: a bank damaged after its build must not train on NaN
+                video, step_video = self._load_video_arrays(folder, rec, check_finite=True)
                 if self._frame_features():
                     frames = self._load_frame_arrays(folder, rec, video.shape[1])
-            # the text arrays are checked on every load, not only when built: a bank edited or damaged since
-            # (a NaN row) would otherwise train on NaN; they are small next to the video arrays
+            # the text arrays too are checked on every load, not only when built (a NaN row edited in or
+            # damaged since would otherwise reach training); a scan of the mapped file, in slices
             text = self._load_text_arrays(folder, rec, check_finite=True)
         return RecordingBank(video_id=video_id, segment_seconds=self.config.segment_seconds,
                              num_cells=num_cells(rec.duration, self.config.segment_seconds),

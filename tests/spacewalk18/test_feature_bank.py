@@ -238,6 +238,23 @@ def test_video_bank_on_the_synthetic_set(synthetic_root, tmp_path):
     np.testing.assert_allclose(decord.load(video_id).video[:, 3:], bank.load(video_id).video[:, 3:] * [1, 2, 2])
 
 
+@pytest.mark.parametrize("name", ["video", "step_video"])
+def test_a_nan_row_in_a_built_banks_video_is_refused_on_load(synthetic_root, tmp_path, name):
+    data = Spacewalk18(synthetic_root)
+    bank = FeatureBank(tmp_path / "bank", data, FakeText(), FakeVideo(), SMALL)
+    video_id = next(iter(data.recordings))
+    bank.build([video_id], progress=False)
+    assert bank.load(video_id).video is not None
+    array = np.load(tmp_path / "bank" / video_id / f"{name}.npy", mmap_mode="r+")
+    array[2, 0] = np.inf
+    array.flush()
+    del array
+    with pytest.raises(DataError, match="non-finite values.*row 2") as e:
+        bank.load(video_id)
+    assert (e.value.file, e.value.item, e.value.field) == (tmp_path / "bank" / video_id / f"{name}.npy", video_id,
+                                                           name)
+
+
 def test_a_frame_averaging_encoder_keeps_per_frame_features(synthetic_root, tmp_path):
     # for sparse frame sampling: every 1 fps frame's feature, and the cells derived from them
     data = Spacewalk18(synthetic_root)
