@@ -106,6 +106,14 @@ def read_records(path: Path) -> list[Record]:
             raise DataError(f"line {number}: a second record for this item (the first is on line "
                             f"{first_line[record.item_id]})", file=path, item=record.item_id, field="item_id")
         first_line[record.item_id] = number
+        # a hand-edited "choice": "2" or "correct": 1 would be compared, not read: wrong numbers, no error
+        for name, value, ok, expected in (
+                ("choice", record.choice, record.choice is None or type(record.choice) is int, "an option index"),
+                ("correct", record.correct, record.correct is None or type(record.correct) is bool, "true or false"),
+                ("reply", record.reply, isinstance(record.reply, str), "the reply text")):
+            if not ok:
+                raise DataError(f"line {number}: expected {expected}{'' if name == 'reply' else ' or null'}, got "
+                                f"{value!r}", file=path, item=record.item_id, field=name)
         records.append(record)
     return records
 

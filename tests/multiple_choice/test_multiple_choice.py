@@ -170,6 +170,21 @@ def test_a_second_record_for_an_item_is_refused_not_scored_once(tmp_path):
         runner.run(ToyTask(), ScriptedBackend("letter"), run_dir, progress=False)
 
 
+@pytest.mark.parametrize("field,value", [("choice", "2"), ("choice", 1.0), ("choice", True), ("correct", 1),
+                                         ("reply", None)])
+def test_a_record_field_of_the_wrong_type_is_refused(tmp_path, field, value):
+    run_dir = tmp_path / "run"
+    runner.run(ToyTask(), ScriptedBackend("letter"), run_dir, progress=False)
+    lines = (run_dir / runner.RECORDS).read_text().splitlines(keepends=True)
+    record = json.loads(lines[2])
+    record[field] = value
+    lines[2] = json.dumps(record) + "\n"
+    (run_dir / runner.RECORDS).write_text("".join(lines))
+    with pytest.raises(DataError, match="line 3: expected") as e:
+        runner.read_records(run_dir / runner.RECORDS)
+    assert (e.value.file, e.value.item, e.value.field) == (run_dir / runner.RECORDS, "q2", field)
+
+
 def test_several_processes_split_the_items_and_rank0_merges(tmp_path):
     task = ToyTask(25)
     single = runner.run(task, RandomBackend(seed=3), tmp_path / "one", progress=False)
