@@ -99,6 +99,8 @@ def check_run_identity(run_dir: Path, identity: Mapping[str, Any]) -> None:
                     *(["other items (the task's questions, options, answers or transcripts changed since: its "
                        "records answer the old ones)"] if "items_digest" in diff else [])]
             what = " and ".join(what) or "other settings"
+            if "items_digest" not in previous:  # made before run.json held the digest: its items are unknown
+                what = "a version that did not record its items (no items_digest), so they cannot be checked"
             raise ValueError(f"{run_dir} holds a run made with {what} (differing: {diff}; see {path}); "
                              "to start afresh choose another hydra.run.dir or delete that run")
         return

@@ -235,6 +235,12 @@ def test_a_run_resumed_after_its_items_changed_is_refused(tmp_path):
     with pytest.raises(ValueError, match="made with other items"):
         runner.run(reworded, ScriptedBackend("letter"), tmp_path, progress=False)
     assert runner.run(ToyTask(8), ScriptedBackend("letter"), tmp_path, progress=False)["Accuracy"] == 100.0
+    # a run directory from before the digest cannot be checked: refused, saying so
+    identity = json.loads((tmp_path / runner.RUN_FILE).read_text())
+    del identity["items_digest"]
+    (tmp_path / runner.RUN_FILE).write_text(json.dumps(identity))
+    with pytest.raises(ValueError, match="no items_digest.*to start afresh"):
+        runner.run(ToyTask(8), ScriptedBackend("letter"), tmp_path, progress=False)
 
 
 def test_a_records_file_cut_inside_a_utf8_character_drops_the_torn_line(tmp_path):
