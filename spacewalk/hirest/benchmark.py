@@ -82,14 +82,17 @@ def hirest_files(task: str, root: Path | None, split: str | None, gt: Path | Non
 
 
 def score_hirest(task: str, predictions: Path, gt: Path, categories: Path, preprocess: bool = True,
-                 nms_order: str = "introsort", frame_dir: Path | None = None) -> dict[str, Any]:
+                 nms_order: str = "introsort", frame_dir: Path | None = None,
+                 allow_reversed: bool = False) -> dict[str, Any]:
     from spacewalk.hirest import scoring
 
     if task == "moment_segmentation":
         return scoring.score_moment_segmentation(predictions, gt, categories, preprocess=preprocess,
-                                                 nms_order=nms_order)
+                                                 nms_order=nms_order, allow_reversed=allow_reversed)
     if task == "step_captioning":
         return scoring.score_step_captioning(predictions, gt, categories, frame_dir=frame_dir)
+    if task == "moment_retrieval":
+        return scoring.score_moment_retrieval(predictions, gt, categories, allow_reversed=allow_reversed)
     return getattr(scoring, f"score_{task}")(predictions, gt, categories)
 
 
@@ -109,6 +112,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                         help="moment_segmentation: the order in which the official post-processing's NMS "
                              "visits segments, which depends on numpy: introsort (the authors' numpy 1.2x; "
                              "default) or identity (numpy 2.4 on CPUs with AVX2 or AVX-512, for one)")
+    parser.add_argument("--allow-reversed", action="store_true",
+                        help="moment_retrieval, moment_segmentation: score a predicted span that ends before it "
+                             "starts as the authors' evaluate.py does (a moment: IoU 0) instead of refusing it")
     parser.add_argument("--frame-dir", type=Path,
                         help="step_captioning: <dir>/<video>/*.jpg frames at 1 fps for CLIPScore")
 
@@ -121,7 +127,7 @@ def score(args: argparse.Namespace) -> dict[str, Any]:
     gt, categories = hirest_files(args.task, args.root, args.split, args.gt, args.categories)
     try:
         return score_hirest(args.task, args.predictions, gt, categories, preprocess=not args.no_preprocess,
-                            nms_order=args.nms_order, frame_dir=args.frame_dir)
+                            nms_order=args.nms_order, frame_dir=args.frame_dir, allow_reversed=args.allow_reversed)
     except ScorerUnavailable as e:  # Java or pycocoevalcap missing: not the user's files, exit code 1
         raise ScoringFailed(str(e)) from e
 

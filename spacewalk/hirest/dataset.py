@@ -35,6 +35,9 @@ MOMENT_GT_FILES = {"test": "data/evaluation/formatted_moment_evaluation_gt.json"
                    "val": "data/val_testing/formated_moment_evaluation_gt.json"}
 # the public test split hides every moment behind this placeholder
 MASKED_BOUNDS = (0.0, 1.0)
+# how far a moment may end past `v_duration`: durations are decoder estimates with two decimals, bounds whole
+# seconds (two moments of the real test step GT end 0.07 s and 0.83 s past their video's duration)
+DURATION_SLACK = 1.0
 
 
 @dataclass(frozen=True)
@@ -157,8 +160,7 @@ def parse_annotation(raw: Any, query: str, video: str, file: Path, masked: bool 
             raise DataError("a whole-video annotation (clip false) has bounds [0, 0] and no steps", file=file,
                             item=item, field="bounds" if bounds != (0.0, 0.0) else "steps")
     else:
-        # a small slack: durations are decoder estimates with two decimals, bounds are whole seconds
-        if bounds[1] > duration + 1.0:
+        if bounds[1] > duration + DURATION_SLACK:
             raise DataError(f"moment {list(bounds)} ends after the video ({duration} s)", file=file, item=item,
                             field="bounds")
         _check_tiling([(s.start, s.end) for s in steps], bounds, file, item)
@@ -294,6 +296,11 @@ class HiREST:
         for ann in self.annotations("test"):
             if ann.clip and ann.video in gt:
                 entry = gt[ann.video]
+                # the masked split cannot check its moments itself: check the step GT's against the duration
+                if entry.moment[1] > ann.duration + DURATION_SLACK:
+                    raise DataError(f"steps end at {entry.moment[1]}, after the video ({ann.duration} s, the "
+                                    f"v_duration of {SPLIT_FILE.format(split='test')})",
+                                    file=self.path(MOMENT_GT_FILES["test"]), item=ann.video, field="bounds")
                 steps = tuple(Step(i, c.sentence, c.start, c.end) for i, c in enumerate(entry.captions))
                 out.append(VideoAnnotation(ann.query, ann.video, ann.relevant, ann.clip, ann.duration,
                                            entry.moment, steps))

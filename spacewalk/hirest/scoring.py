@@ -17,8 +17,14 @@ Semantics taken from the authors' code, some of which the spec leaves implicit:
 - IoU is inter / (union + 1e-8), so a geometric overlap of exactly 0.5 or 0.7 falls just short of the
   threshold in both retrieval (inclusive) and segmentation (strict).
 - Moment retrieval: every (query, video) with `clip == true`, IoU(gt, pred) >= t counts (inclusive).
-  Reversed predicted bounds are scored as given (IoU 0). The public test split's moments are all the
-  placeholder [0, 1]; the authors' script would score against it, we refuse (DataError).
+  The public test split's moments are all the placeholder [0, 1]; the authors' script would score against
+  it, we refuse (DataError).
+- Spans that cannot be are refused, in the GT and in the predictions (DataError naming file, item, field):
+  a negative time, and a predicted moment ending past its video (`v_duration` of the split file, with the
+  dataset reader's 1 s slack; the step GT has no durations, so segments are not checked against it).
+  A span ending before it starts is refused too, unless `allow_reversed` (`--allow-reversed`): the authors'
+  evaluate.py scores it as given (IoU 0 for a moment), and their model writes its start and end argmaxes as
+  they come, so its files may hold such pairs.
 - Moment segmentation (with the post-processing on, the authors' `--preprocess_moment_bounds`, which
   their score scripts always pass): the GT moment is [first step start, last step end]; segments not
   strictly inside it are dropped; the rest go through their box NMS, in which two segments overlap
@@ -48,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.errors import DataError
-from spacewalk.hirest.dataset import Categories
+from spacewalk.hirest.dataset import DURATION_SLACK, Categories
 from spacewalk.io import load_json
 
 RETRIEVAL_KS = (1, 5, 10, 50)
@@ -280,11 +286,27 @@ def _interval(value: Any, file: str, item: str, field: str) -> list[float]:
     return value
 
 
-def _intervals(value: Any, file: str, item: str, field: str, allow_empty: bool) -> list[list[float]]:
+def _span(value: Any, file: str, item: str, field: str, allow_reversed: bool = False,
+          duration: float | None = None) -> list[float]:
+    """[start, end] of seconds in a video: no negative time, start <= end (unless `allow_reversed`), and not
+    past `duration` (plus DURATION_SLACK) when it is known."""
+    start, end = _interval(value, file, item, field)
+    if min(start, end) < 0:
+        raise DataError(f"a time before the video's start, got {value!r}", file=file, item=item, field=field)
+    if end < start and not allow_reversed:
+        raise DataError(f"ends before it starts, got {value!r} (--allow-reversed scores such a span as the "
+                        "authors' evaluate.py does)", file=file, item=item, field=field)
+    if duration is not None and max(start, end) > duration + DURATION_SLACK:
+        raise DataError(f"ends after the video ({duration} s), got {value!r}", file=file, item=item, field=field)
+    return value
+
+
+def _intervals(value: Any, file: str, item: str, field: str, allow_empty: bool,
+               allow_reversed: bool = False) -> list[list[float]]:
     if not isinstance(value, list) or (not value and not allow_empty):
         raise DataError(f"expected a {'' if allow_empty else 'non-empty '}list of [start, end], got {value!r}",
                         file=file, item=item, field=field)
-    return [_interval(x, file, item, f"{field}[{i}]") for i, x in enumerate(value)]
+    return [_span(x, file, item, f"{field}[{i}]", allow_reversed) for i, x in enumerate(value)]
 
 
 def read_split_annotations(source: Source) -> tuple[dict[str, dict[str, dict]], str]:
@@ -302,7 +324,7 @@ def read_split_annotations(source: Source) -> tuple[dict[str, dict[str, dict]], 
             _object(annotation, name, item, "an annotation object (is this a split file?)")
             if type(_field(annotation, "clip", name, item)) is not bool:
                 raise DataError("expected true or false", file=name, item=item, field="clip")
-            _interval(_field(annotation, "bounds", name, item), name, item, "bounds")
+            _span(_field(annotation, "bounds", name, item), name, item, "bounds")
     return raw, name
 
 
@@ -391,12 +413,14 @@ def masked_moments(split: Mapping[str, Mapping[str, dict]]) -> bool:
     return bool(clips) and all(list(b) == [0, 1] for b in clips)
 
 
-def score_moment_retrieval(predictions: Source, gt: Source, categories: Source | Categories) -> dict[str, Any]:
+def score_moment_retrieval(predictions: Source, gt: Source, categories: Source | Categories,
+                           allow_reversed: bool = False) -> dict[str, Any]:
     """Moment retrieval R@0.5 and R@0.7 (IoU >= t) over (query, video) pairs with `clip == true`.
 
     `predictions`: `{query: {video: {"bounds": [s, e]}}}`; `gt`: the split file. The public test split
     hides its moments (every one is [0, 1]): scoring against it would measure overlap with a placeholder,
-    so it is refused.
+    so it is refused. `allow_reversed`: score a predicted end before its start as a miss (the authors' way)
+    instead of refusing it.
     """
     pred, pred_name = _predictions(predictions)
     split, gt_name = read_split_annotations(gt)
@@ -418,7 +442,9 @@ def score_moment_retrieval(predictions: Source, gt: Source, categories: Source |
                 raise DataError("no prediction for this clippable video of the ground truth", file=pred_name,
                                 item=item)
             entry = _object(query_pred[video], pred_name, item, "an object with 'bounds'")
-            bounds = _interval(_field(entry, "bounds", pred_name, item), pred_name, item, "bounds")
+            duration = annotation.get("v_duration")
+            bounds = _span(_field(entry, "bounds", pred_name, item), pred_name, item, "bounds", allow_reversed,
+                           duration if _is_number(duration) else None)
             hits = {t: moment_hit(annotation["bounds"], bounds, t) for t in IOU_THRESHOLDS}
             items.append((cats.of_prompt(query), hits))
     if not items:
@@ -433,26 +459,28 @@ def score_moment_retrieval(predictions: Source, gt: Source, categories: Source |
     return _by_category(items, summarise)
 
 
-def read_segment_predictions(predictions: Source, gt: Mapping[str, dict]) -> tuple[dict[str, list], str]:
+def read_segment_predictions(predictions: Source, gt: Mapping[str, dict],
+                             allow_reversed: bool = False) -> tuple[dict[str, list], str]:
     """`{video: {"bounds": [[s, e], ...]}}` for every GT video, validated."""
     pred, pred_name = _predictions(predictions)
     segments = {}
     for video in gt:
         entry = _prediction_entry(pred, video, pred_name, "video")
         segments[video] = _intervals(_field(entry, "bounds", pred_name, video), pred_name, video, "bounds",
-                                     allow_empty=True)
+                                     allow_empty=True, allow_reversed=allow_reversed)
     return segments, pred_name
 
 
 def score_moment_segmentation(predictions: Source, gt: Source, categories: Source | Categories,
-                              preprocess: bool = True, nms_order: str = "introsort") -> dict[str, Any]:
+                              preprocess: bool = True, nms_order: str = "introsort",
+                              allow_reversed: bool = False) -> dict[str, Any]:
     """Moment segmentation recall and precision at IoU > 0.5 and > 0.7, mean over videos, per video category.
 
     `gt`: the formatted step GT. `preprocess` is the authors' `--preprocess_moment_bounds` (their score
     scripts always pass it): clip and complete the predicted segments with the GT moment first.
     """
     steps, _ = read_moment_gt(gt, with_captions=False)
-    segments, _ = read_segment_predictions(predictions, steps)
+    segments, _ = read_segment_predictions(predictions, steps, allow_reversed)
     cats = load_categories(categories)
     items = []
     for video, entry in steps.items():

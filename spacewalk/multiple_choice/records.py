@@ -74,21 +74,25 @@ def record_from_json(raw: Mapping[str, Any]) -> Record:
 
 
 def _json_lines(path: Path) -> Iterable[tuple[int, Any]]:
-    """(line number, parsed JSON) of a JSONL file. A last line cut off by a kill (no newline, not valid JSON)
-    is dropped; a bad line elsewhere is an error naming the file and line."""
+    """(line number, parsed JSON) of a JSONL file. A last line cut off by a kill (no newline, not valid JSON,
+    or cut inside a UTF-8 character) is dropped; a bad line elsewhere is an error naming the file and line."""
     if not path.is_file():
         return
-    lines = path.read_text(encoding="utf-8").split("\n")
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
+    # decoded line by line: a kill may cut the last line inside a multi-byte character, which must be dropped
+    # like any other torn line, not stop the whole read
+    lines = path.read_bytes().split(b"\n")
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
             continue
         try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as e:
+            value = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
             if number == len(lines):  # the unterminated last line of a killed writer
                 log.warning("%s: dropping the cut-off last line (written when the run stopped)", path)
                 return
-            raise ValueError(f"{path}: line {number} is not JSON ({e})") from e
+            what = "UTF-8" if isinstance(e, UnicodeDecodeError) else "JSON"
+            raise ValueError(f"{path}: line {number} is not {what} ({e})") from e
+        yield number, value
 
 
 def read_records(path: Path) -> list[Record]:

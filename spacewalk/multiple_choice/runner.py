@@ -7,8 +7,8 @@ every prompt in full, `prompts="full"`).
 Resuming: records are appended (and flushed) a chunk at a time, so a killed run loses at most the chunk in
 flight; a re-run with the same run directory reads every record already there, skips those items and
 ends with the same metrics as a run that was never interrupted. A run directory remembers what it was
-made with (`run.json`: the task, the backend and their settings); a re-run with other settings in the
-same directory is refused instead of mixing two runs' replies.
+made with (`run.json`: the task, the backend and their settings, and a digest of the items it asked); a re-run
+with other settings or changed items in the same directory is refused instead of mixing two runs' replies.
 
 Several processes: each takes the items `rank::world_size` (RANK / WORLD_SIZE from the environment, as
 torchrun and SLURM's srun set them, or passed in) and appends to its own shard,
@@ -19,6 +19,7 @@ earlier run with another world size are read too: resuming works whatever the nu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -78,16 +79,30 @@ def existing_records(run_dir: Path) -> dict[str, Record]:
     return found
 
 
+def items_digest(items: Sequence[MultipleChoiceItem]) -> str:
+    """SHA-256 of what the records depend on in each item (id, question, options, answer, transcript), in
+    order: settings alone do not say whether a questions file was edited between a run and its resume."""
+    content = [[item.id, item.question, list(item.options), item.answer, item.transcript] for item in items]
+    return hashlib.sha256(json.dumps(content, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
 def check_run_identity(run_dir: Path, identity: Mapping[str, Any]) -> None:
-    """Refuse to resume a run directory made with other settings; write the identity on first use."""
+    """Refuse to resume a run directory made with other settings or other items; write the identity on first
+    use."""
     path = run_dir / RUN_FILE
     identity = json.loads(json.dumps(identity, default=str))  # the form it takes once written
     if path.is_file():
         previous = load_json(path)
         if previous != identity:
             diff = sorted(k for k in set(previous) | set(identity) if previous.get(k) != identity.get(k))
-            raise ValueError(f"{run_dir} holds a run made with other settings (differing: {diff}; see {path}); "
-                             "choose another hydra.run.dir or delete that run")
+            what = [*(["other settings"] if set(diff) - {"items", "items_digest"} else []),
+                    *(["other items (the task's questions, options, answers or transcripts changed since: its "
+                       "records answer the old ones)"] if "items_digest" in diff else [])]
+            what = " and ".join(what) or "other settings"
+            if "items_digest" not in previous:  # made before run.json held the digest: its items are unknown
+                what = "a version that did not record its items (no items_digest), so they cannot be checked"
+            raise ValueError(f"{run_dir} holds a run made with {what} (differing: {diff}; see {path}); "
+                             "to start afresh choose another hydra.run.dir or delete that run")
         return
     write_json(path, identity)
 
@@ -150,7 +165,7 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
         raise ValueError(f"task {task.name}: item ids are not unique")
     if rank == 0:
         check_run_identity(run_dir, {"task": task.name, "backend": backend.name, "items": len(items),
-                                     **(identity or {})})
+                                     "items_digest": items_digest(items), **(identity or {})})
 
     done = existing_records(run_dir)
     unknown = set(done) - set(ids)

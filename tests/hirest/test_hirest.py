@@ -89,6 +89,10 @@ def test_tiny_split_loads(tiny):
     (lambda a: a["steps"][2].update(absolute_bounds=[12, 21]), "steps", "not the moment"),
     (lambda a: a["steps"][0].update(heading=None), "heading", "expected str"),
     (lambda a: a.update(bounds=[5, 50], steps=[]), "bounds", "ends after the video"),
+    # spans that cannot be: a negative start, a step ending before it starts
+    (lambda a: a.update(bounds=[-1, 20]), "bounds", "0 <= start"),
+    (lambda a: a["steps"][0].update(absolute_bounds=[-1, 12]), "absolute_bounds", "0 <= start"),
+    (lambda a: a["steps"][1].update(absolute_bounds=[12, 11]), "absolute_bounds", "start <= end"),
 ])
 def test_bad_annotation_names_file_item_field(tiny, edit, field, message):
     tmp, split = tiny
@@ -130,6 +134,27 @@ def test_moment_gt_checks(tmp_path):
     with pytest.raises(DataError, match="missing key") as e:
         load_moment_gt(_write(tmp_path / "c.json", bad))
     assert e.value.item == "a.mp4 caption 1" and e.value.field == "sentence"
+
+
+def test_masked_test_steps_past_the_video_are_refused(tmp_path):
+    """The public test split hides its moments, so step_annotations("test") checks the step GT's against the
+    split's v_duration (with the 1 s slack of decoder-estimated durations the real release needs)."""
+    split = {"Make Tea": {"a.mp4": {"relevant": True, "clip": True, "v_duration": 30.0, "bounds": [0, 1],
+                                    "steps": []}}}
+    for name in ("train", "val", "test"):
+        _write(tmp_path / f"data/splits/all_data_{name}.json", split if name == "test" else {})
+    gt_path = tmp_path / "data/evaluation/formatted_moment_evaluation_gt.json"
+
+    def gt(end):
+        return {"a.mp4": {"captions": [{"start": 5, "end": 12, "sentence": "x"},
+                                       {"start": 12, "end": end, "sentence": "y"}], "bounds": [[5, 12], [12, end]]}}
+
+    _write(gt_path, gt(30.8))  # within the slack: the real test GT has two such videos
+    assert HiREST(tmp_path).step_annotations("test")[0].moment == (5.0, 30.8)
+    _write(gt_path, gt(32))
+    with pytest.raises(DataError, match=r"steps end at 32.0, after the video \(30.0 s") as e:
+        HiREST(tmp_path).step_annotations("test")
+    assert e.value.file == gt_path and e.value.item == "a.mp4" and e.value.field == "bounds"
 
 
 def test_root_errors(tmp_path, real_hirest_root):

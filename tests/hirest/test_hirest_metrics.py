@@ -99,9 +99,58 @@ def test_moment_retrieval_shifted_bounds():
     result = hm.score_moment_retrieval(pred, gt, tiny_categories())
     assert result["all"] == {"total_videos": 2, "R@0.5": 100.0, "R@0.7": 50.0}
     assert result["per_category"]["Cars"] == {"total_videos": 1, "R@0.5": 100.0, "R@0.7": 0.0}
-    # reversed bounds (independent start/end heads can produce them) are a miss, as in the authors' code
+    # reversed bounds (the authors' independent start/end heads can produce them) are refused, or, asked for, a
+    # miss as in the authors' code
     pred["fix bike"]["b.mp4"]["bounds"] = [60, 0]
-    assert hm.score_moment_retrieval(pred, gt, tiny_categories())["all"]["R@0.5"] == 50.0
+    with pytest.raises(DataError, match="ends before it starts"):
+        hm.score_moment_retrieval(pred, gt, tiny_categories())
+    assert hm.score_moment_retrieval(pred, gt, tiny_categories(), allow_reversed=True)["all"]["R@0.5"] == 50.0
+
+
+@pytest.mark.parametrize("bounds, message", [
+    ([20, 12], "ends before it starts"),
+    ([-2, 20], "before the video's start"),
+    ([12, 31.5], r"ends after the video \(30.0 s\)"),
+])
+def test_moment_predictions_that_cannot_be_are_refused(tmp_path, bounds, message):
+    gt = {"make tea": {"a.mp4": {"clip": True, "bounds": [10, 20], "v_duration": 30.0}}}
+    path = tmp_path / "pred.json"
+    path.write_text(json.dumps({"make tea": {"a.mp4": {"bounds": bounds}}}))
+    with pytest.raises(DataError, match=message) as info:
+        hm.score_moment_retrieval(path, gt, tiny_categories())
+    assert info.value.file == str(path) and "make tea" in info.value.item and "a.mp4" in info.value.item
+    assert info.value.field == "bounds"
+    # within the 1 s slack of the durations (decoder estimates) and exactly at the video's end: scored
+    for fine in ([12, 30.0], [12, 30.9], [20, 20]):
+        path.write_text(json.dumps({"make tea": {"a.mp4": {"bounds": fine}}}))
+        assert hm.score_moment_retrieval(path, gt, tiny_categories())["all"]["total_videos"] == 1
+
+
+@pytest.mark.parametrize("segment, message", [([5, 3], "ends before it starts"), ([-1, 3], "before the video's start")])
+def test_segment_predictions_that_cannot_be_are_refused(tmp_path, segment, message):
+    steps = {"a.mp4": {"bounds": [[0, 5], [5, 9]]}}
+    path = tmp_path / "pred.json"
+    path.write_text(json.dumps({"a.mp4": {"bounds": [[0, 2], segment]}}))
+    for preprocess in (True, False):
+        with pytest.raises(DataError, match=message) as info:
+            hm.score_moment_segmentation(path, steps, tiny_categories(), preprocess=preprocess)
+        assert info.value.file == str(path) and info.value.item == "a.mp4" and info.value.field == "bounds[1]"
+    if segment[0] >= 0:  # asked for, a reversed segment goes through the authors' arithmetic
+        hm.score_moment_segmentation(path, steps, tiny_categories(), allow_reversed=True)
+
+
+@pytest.mark.parametrize("scorer, gt, field", [
+    (hm.score_moment_retrieval, {"q": {"a.mp4": {"clip": True, "bounds": [20, 10]}}}, "bounds"),
+    (hm.score_moment_retrieval, {"q": {"a.mp4": {"clip": True, "bounds": [-3, 10]}}}, "bounds"),
+    (hm.score_moment_segmentation, {"a.mp4": {"bounds": [[0, 5], [9, 5]]}}, "bounds[1]"),
+    (hm.score_moment_segmentation, {"a.mp4": {"bounds": [[-1, 5], [5, 9]]}}, "bounds[0]"),
+])
+def test_ground_truth_spans_that_cannot_be_are_refused(tmp_path, scorer, gt, field):
+    path = tmp_path / "gt.json"
+    path.write_text(json.dumps(gt))
+    with pytest.raises(DataError, match="ends before it starts|before the video's start") as info:
+        scorer({}, path, tiny_categories())
+    assert info.value.file == str(path) and "a.mp4" in info.value.item and info.value.field == field
 
 
 # --------------------------------------------------------------------------------------------------
@@ -160,13 +209,14 @@ def test_segment_recall_precision_many_to_many():
 
 
 def test_segmentation_file_level_with_and_without_preprocessing():
-    gt = {"a.mp4": {"bounds": [[0, 10], [10, 20], [20, 30]]}, "b.mp4": {"bounds": [[5, 50]]}}
-    pred = {"a.mp4": {"bounds": [[-3, 10], [10, 20], [20, 33]]}, "b.mp4": {"bounds": []}}
+    # (a's moment starts at 5 s so that a segment can start before it without a negative time, which is refused)
+    gt = {"a.mp4": {"bounds": [[5, 15], [15, 25], [25, 35]]}, "b.mp4": {"bounds": [[5, 50]]}}
+    pred = {"a.mp4": {"bounds": [[2, 15], [15, 25], [25, 38]]}, "b.mp4": {"bounds": []}}
     raw = hm.score_moment_segmentation(pred, gt, tiny_categories(), preprocess=False)
     # a: IoU 10/13 = 0.77 for the outer two, 1 for the middle: all covered; b: nothing predicted
     assert raw["all"] == {"total": 2, "recall": {"0.5": 50.0, "0.7": 50.0}, "precision": {"0.5": 50.0, "0.7": 50.0}}
     fixed = hm.score_moment_segmentation(pred, gt, tiny_categories())
-    # preprocessing clips a to [0, 10], [10, 20], [20, 30] and turns b's empty list into [[5, 50]]
+    # preprocessing clips a to [5, 15], [15, 25], [25, 35] and turns b's empty list into [[5, 50]]
     assert fixed["all"]["recall"] == {"0.5": 100.0, "0.7": 100.0}
     assert fixed["per_category"]["Cars"] == {"total": 1, "recall": {"0.5": 100.0, "0.7": 100.0},
                                              "precision": {"0.5": 100.0, "0.7": 100.0}}

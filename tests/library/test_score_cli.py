@@ -149,6 +149,19 @@ def test_hirest_bad_predictions_exit_2(tmp_path):
     assert str(pred) in done.stderr and "a.mp4" in done.stderr and "'bounds'" in done.stderr
 
 
+def test_hirest_reversed_moment_is_refused_unless_allowed(tmp_path, capsys):
+    paths = write_tiny_hirest(tmp_path)
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps({"make tea": {"a.mp4": {"bounds": [20, 10]}}}))
+    common = ["hirest", "--task", "moment_retrieval", "--gt", str(paths["split"]), "--categories",
+              str(paths["categories"]), "--predictions", str(pred)]
+    assert main(common) == 2
+    err = capsys.readouterr().err
+    assert str(pred) in err and "a.mp4" in err and "'bounds'" in err and "ends before it starts" in err
+    assert main([*common, "--allow-reversed"]) == 0  # the authors' evaluate.py: a miss
+    assert json.loads(capsys.readouterr().out)["all"]["R@0.5"] == 0.0
+
+
 def test_hirest_argument_errors_exit_2(tmp_path, capsys):
     paths = write_tiny_hirest(tmp_path)
     common = ["--gt", str(paths["split"]), "--categories", str(paths["categories"]), "--predictions", "x.json"]

@@ -246,6 +246,50 @@ def test_a_run_directory_of_other_settings_is_refused(tmp_path):
         runner.run(ToyTask(4), ScriptedBackend(), tmp_path, identity={"model": {"seed": 2}}, progress=False)
 
 
+def test_a_run_resumed_after_its_items_changed_is_refused(tmp_path):
+    task = ToyTask(8)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(task, Crashing(after=4), tmp_path, chunk_size=4, progress=False)
+    # the questions file edited between the kill and the resume: one answer moved, same ids and count
+    edited = ToyTask(8)
+    item = edited._items[2]
+    edited._items[2] = MultipleChoiceItem(id=item.id, question=item.question, options=item.options,
+                                          answer=(item.answer + 1) % 4, transcript=item.transcript)
+    with pytest.raises(ValueError, match=r"other items \(the task's questions.*items_digest.*to start afresh"):
+        runner.run(edited, ScriptedBackend("letter"), tmp_path, progress=False)
+    # a reworded option is a change too; the unchanged items still resume
+    reworded = ToyTask(8)
+    reworded._items[0] = MultipleChoiceItem(id="q0", question="question 0?", options=("a", "b", "c", "d"),
+                                            answer=reworded._items[0].answer, transcript="words 0.")
+    with pytest.raises(ValueError, match="made with other items"):
+        runner.run(reworded, ScriptedBackend("letter"), tmp_path, progress=False)
+    assert runner.run(ToyTask(8), ScriptedBackend("letter"), tmp_path, progress=False)["Accuracy"] == 100.0
+    # a run directory from before the digest cannot be checked: refused, saying so
+    identity = json.loads((tmp_path / runner.RUN_FILE).read_text())
+    del identity["items_digest"]
+    (tmp_path / runner.RUN_FILE).write_text(json.dumps(identity))
+    with pytest.raises(ValueError, match="no items_digest.*to start afresh"):
+        runner.run(ToyTask(8), ScriptedBackend("letter"), tmp_path, progress=False)
+
+
+def test_a_records_file_cut_inside_a_utf8_character_drops_the_torn_line(tmp_path):
+    task = ToyTask(8)
+    reference = runner.run(task, ScriptedBackend("letter"), tmp_path / "ref", progress=False)
+    run_dir = tmp_path / "killed"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(task, Crashing(after=4), run_dir, chunk_size=4, progress=False)
+    with open(run_dir / runner.RECORDS, "ab") as f:
+        f.write('{"item_id": "q4", "reply": "é'.encode()[:-1])  # the kill came between the two bytes of "é"
+    assert len(runner.read_records(run_dir / runner.RECORDS)) == 4
+    assert runner.run(task, ScriptedBackend("letter"), run_dir, chunk_size=4, progress=False) == reference
+    assert (run_dir / runner.RECORDS).read_bytes() == (tmp_path / "ref" / runner.RECORDS).read_bytes()
+    # a line that is not UTF-8 before the last one is damage, not a kill: refused, naming file and line
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"item_id": "q0", "reply": "\xc3"}\n' + (run_dir / runner.RECORDS).read_bytes())
+    with pytest.raises(ValueError, match=r"bad.jsonl: line 1 is not UTF-8"):
+        runner.read_records(bad)
+
+
 def answer_items(task, backend, items, chunk_size: int) -> list:
     """The records of `items`, `chunk_size` at a time, from the runner's answering step alone (no run directory)."""
     return [record for start in range(0, len(items), chunk_size)
