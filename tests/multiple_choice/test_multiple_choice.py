@@ -210,6 +210,36 @@ def test_rank0_reports_missing_records_of_a_stopped_rank(tmp_path):
                    wait_seconds=0.2, poll_seconds=0.05)
 
 
+_RANK_VARIABLES = ("WORLD_SIZE", "RANK", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_STEP_ID")
+
+
+@pytest.mark.parametrize("env, missing", [
+    ({"SLURM_NTASKS": "2"}, "SLURM_STEP_ID and SLURM_PROCID"),  # an sbatch script's leftovers, no srun
+    ({"SLURM_NTASKS": "2", "SLURM_PROCID": "0"}, "SLURM_STEP_ID"),
+])
+def test_slurm_leftovers_without_srun_are_refused_instead_of_waiting(monkeypatch, env, missing):
+    for name in _RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=f"SLURM_NTASKS=2 but {missing} not set.*srun"):
+        runner.rank_and_world()
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"SLURM_NTASKS": "2", "SLURM_PROCID": "1", "SLURM_STEP_ID": "0"}, (1, 2)),  # started by srun
+    ({"SLURM_NTASKS": "1"}, (0, 1)),  # a one-task allocation runs as one process
+    ({"SLURM_NTASKS": "2", "WORLD_SIZE": "1"}, (0, 1)),  # WORLD_SIZE wins over SLURM's leftovers
+    ({}, (0, 1)),
+])
+def test_rank_and_world_from_the_environment(monkeypatch, env, expected):
+    for name in _RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert runner.rank_and_world() == expected
+
+
 def test_a_run_directory_of_other_settings_is_refused(tmp_path):
     runner.run(ToyTask(4), ScriptedBackend(), tmp_path, identity={"model": {"seed": 1}}, progress=False)
     runner.run(ToyTask(4), ScriptedBackend(), tmp_path, identity={"model": {"seed": 1}}, progress=False)
