@@ -92,6 +92,8 @@ class StepRecognitionQuestions:
         self.dataset = dataset
         self.split = split
         self.w = parse_duration(context)
+        if not self.w > 0:  # an empty window asks about no moment of the recording
+            raise ValueError(f"context={context}: the window must be longer than 0 s; write e.g. 30s, 5min")
         self.all_samples = dataset.step_samples(split)
         videos = list(self.all_samples)[:max_videos] if max_videos is not None else list(self.all_samples)
         self.samples = {v: subset(self.all_samples[v], samples_per_video) for v in videos}
