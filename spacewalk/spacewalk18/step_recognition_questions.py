@@ -27,7 +27,7 @@ import numpy as np
 
 from spacewalk.durations import parse_duration
 from spacewalk.io import write_json
-from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, StepSample, samples_to_json
@@ -89,6 +89,8 @@ class StepRecognitionQuestions:
     def __init__(self, dataset: Spacewalk18, split: str = "test", context: float | str = 300.0,
                  samples_per_video: int | None = None, max_videos: int | None = None, summary: str = "none"):
         self.summary = check_summary(summary)
+        check_limit(samples_per_video, "samples_per_video")
+        check_limit(max_videos, "max_videos")
         self.dataset = dataset
         self.split = split
         self.w = parse_duration(context)
@@ -229,5 +231,7 @@ def step_recognition_questions_task(root: str | Path | None = None, synthetic_ro
     forms = {"question": StepRecognitionQuestions, "rating": StepRatingQuestions}
     if form not in forms:
         raise ValueError(f"form must be one of {sorted(forms)}, got {form!r}")
+    check_limit(samples_per_video, "samples_per_video")  # before anything is generated or read
+    check_limit(max_videos, "max_videos")
     return forms[form](open_spacewalk18(root, synthetic_root, seed, synthetic), split, context, samples_per_video,
                        max_videos, summary)
