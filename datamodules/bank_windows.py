@@ -38,6 +38,8 @@ def window_text_features(sentences: np.ndarray, starts: np.ndarray, ends: np.nda
     """
     if pool not in TEXT_POOLS:
         raise ValueError(f"text_pool must be one of {TEXT_POOLS}, got {pool!r}")
+    if not context_seconds > 0:  # an empty window has no sentence, and empty="widen" would double 0 s forever
+        raise ValueError(f"context_seconds must be positive, got {context_seconds}")
     if empty not in EMPTY_TEXTS:
         raise ValueError(f"empty_text must be one of {EMPTY_TEXTS}, got {empty!r}")
     sentences = np.asarray(sentences, dtype=np.float32)

@@ -17,7 +17,7 @@ from spacewalk.egocross.dataset import EgoCross, Question
 from spacewalk.egocross.scoring import grouped_accuracy
 from spacewalk.egocross.synthetic import ANSWERS_FILE, ensure_egocross
 from spacewalk.io import write_json
-from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.release_or_synthetic import dataset_root
 
@@ -81,7 +81,7 @@ class EgoCrossCloseQATask:
     name = "egocross_closeqa"
 
     def __init__(self, dataset: EgoCross, limit: int | None = None):
-        self.dataset, self.limit = dataset, limit
+        self.dataset, self.limit = dataset, check_limit(limit, "limit")
         self._by_id = {str(q.id): q for q in dataset.questions}
 
     def __repr__(self) -> str:
@@ -133,7 +133,7 @@ class EgoCrossOpenQATask:
     name = "egocross_openqa"
 
     def __init__(self, dataset: EgoCross, judge=None, limit: int | None = None):
-        self.dataset, self.judge, self.limit = dataset, judge, limit
+        self.dataset, self.judge, self.limit = dataset, judge, check_limit(limit, "limit")
         self._by_id = {str(q.id): q for q in dataset.questions}
         self._judged: dict[tuple[str, str], openqa.Judgement] = {}
 
@@ -195,6 +195,7 @@ def open_egocross(root: str | Path | None = None, synthetic_root: str | Path | N
     naming the question, when a listed frame is missing (false: text-only)."""
     if qa not in ("closeqa", "openqa"):
         raise ValueError(f"EgoCross qa must be closeqa or openqa, got {qa!r}")
+    check_limit(limit, "limit")  # before anything is generated or read
     synthetic_set = root is None
     data = dataset_root(root, synthetic_root, seed, synthetic, ensure_egocross, "EgoCross")
     if synthetic_set and answers is None:  # the generator writes the answers beside the testbed

@@ -16,7 +16,7 @@ from typing import Any
 from spacewalk.egoschema import prompts, scoring
 from spacewalk.egoschema.dataset import EgoSchema
 from spacewalk.egoschema.synthetic import ensure_egoschema
-from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.release_or_synthetic import dataset_root
 
@@ -31,7 +31,7 @@ class EgoSchemaTask:
     def __init__(self, dataset: EgoSchema, split: str = "subset", limit: int | None = None):
         if split not in SPLITS:
             raise ValueError(f"EgoSchema split must be one of {SPLITS}, got {split!r}")
-        self.dataset, self.split, self.limit = dataset, split, limit
+        self.dataset, self.split, self.limit = dataset, split, check_limit(limit, "limit")
 
     def __repr__(self) -> str:
         return f"EgoSchemaTask({self.dataset.questions_file}, split={self.split!r})"
@@ -79,6 +79,7 @@ def open_egoschema(root: str | Path | None = None, synthetic_root: str | Path | 
     written on first use (`synthetic`: spacewalk/egoschema/synthetic.py Options fields; the keys every data
     config shares, spacewalk/release_or_synthetic.py). `check_videos`: fail at once, naming the question, when
     a clip the run will show is missing (false: text-only backends)."""
+    check_limit(limit, "limit")  # before anything is generated or read
     root = dataset_root(root, synthetic_root, seed, synthetic, ensure_egoschema, "EgoSchema")
     task = EgoSchemaTask(EgoSchema(root, videos=videos), split=split, limit=limit)
     if check_videos:

@@ -77,3 +77,16 @@ class MultipleChoiceItem:
             raise ValueError(f"item {self.id}: a multiple-choice question needs at least 2 options")
         if self.answer is not None and not 0 <= self.answer < len(self.options):
             raise ValueError(f"item {self.id}: answer {self.answer} outside options 0..{len(self.options) - 1}")
+
+
+def check_limit(value: Any, setting: str) -> int | None:
+    """A setting that keeps the first N questions (or videos, samples per video) for cost: None keeps all. Under 1
+    leaves no item, and the run would score nothing yet report 0 % and succeed (a negative one would slice off
+    the last items instead), so either is refused, naming the setting."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{setting}={value!r}: must be a whole number of at least 1, or null for all")
+    if value < 1:
+        raise ValueError(f"{setting}={value} leaves no item to score; set at least 1, or null for all")
+    return value

@@ -58,6 +58,8 @@ def rank_and_world(rank: int | None = None, world_size: int | None = None) -> tu
     """This process's rank and the number of processes: the arguments, else RANK / WORLD_SIZE (torchrun),
     else SLURM_PROCID / SLURM_NTASKS (srun), else a single process."""
     env = os.environ
+    if world_size is None and "WORLD_SIZE" not in env:
+        _check_slurm_step(env)
     if world_size is None:
         world_size = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", 1)))
     if rank is None:
@@ -65,6 +67,20 @@ def rank_and_world(rank: int | None = None, world_size: int | None = None) -> tu
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
     return rank, world_size
+
+
+def _check_slurm_step(env: Mapping[str, str]) -> None:
+    """Refuse SLURM variables that cannot form a group of processes: SLURM_NTASKS > 1 is also set in an sbatch
+    script or an salloc shell, where the command was started once, not by srun; rank 0 would then wait (up to
+    `wait_seconds`) for the records of peers that never start."""
+    ntasks = env.get("SLURM_NTASKS")
+    if ntasks is None or not ntasks.strip().isdigit() or int(ntasks) <= 1:
+        return
+    missing = [name for name in ("SLURM_STEP_ID", "SLURM_PROCID") if name not in env]
+    if missing:
+        raise ValueError(f"SLURM_NTASKS={ntasks} but {' and '.join(missing)} not set: this process was not "
+                         "started by srun, so no other rank will come. Start the command with `srun` (one process "
+                         "per task), or unset SLURM_NTASKS (or set WORLD_SIZE=1) to run as a single process")
 
 
 # ---- records on disk (spacewalk/multiple_choice/records.py) ----

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, letter, parse_letter
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import Question, Spacewalk18
@@ -55,6 +55,7 @@ class QuestionAnswering:
 
     def __init__(self, dataset: Spacewalk18, transcript_in_prompt: bool = False, max_items: int | None = None,
                  summary: str = "none"):
+        check_limit(max_items, "max_items")
         self.dataset = dataset
         self.summary = check_summary(summary)
         self.transcript_in_prompt = transcript_in_prompt
@@ -119,5 +120,6 @@ def question_answering_task(root: str | Path | None = None, synthetic_root: str 
                             synthetic: Mapping[str, Any] | None = None, transcript_in_prompt: bool = False,
                             max_items: int | None = None, summary: str = "none") -> QuestionAnswering:
     """The `data=spacewalk18_qa` config: the task on the release at `root` or on the synthetic default."""
+    check_limit(max_items, "max_items")  # before anything is generated or read
     return QuestionAnswering(open_spacewalk18(root, synthetic_root, seed, synthetic), transcript_in_prompt, max_items,
                              summary)

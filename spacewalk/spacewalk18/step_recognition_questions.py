@@ -27,7 +27,7 @@ import numpy as np
 
 from spacewalk.durations import parse_duration
 from spacewalk.io import write_json
-from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, StepSample, samples_to_json
@@ -89,9 +89,13 @@ class StepRecognitionQuestions:
     def __init__(self, dataset: Spacewalk18, split: str = "test", context: float | str = 300.0,
                  samples_per_video: int | None = None, max_videos: int | None = None, summary: str = "none"):
         self.summary = check_summary(summary)
+        check_limit(samples_per_video, "samples_per_video")
+        check_limit(max_videos, "max_videos")
         self.dataset = dataset
         self.split = split
         self.w = parse_duration(context)
+        if not self.w > 0:  # an empty window asks about no moment of the recording
+            raise ValueError(f"context={context}: the window must be longer than 0 s; write e.g. 30s, 5min")
         self.all_samples = dataset.step_samples(split)
         videos = list(self.all_samples)[:max_videos] if max_videos is not None else list(self.all_samples)
         self.samples = {v: subset(self.all_samples[v], samples_per_video) for v in videos}
@@ -227,5 +231,7 @@ def step_recognition_questions_task(root: str | Path | None = None, synthetic_ro
     forms = {"question": StepRecognitionQuestions, "rating": StepRatingQuestions}
     if form not in forms:
         raise ValueError(f"form must be one of {sorted(forms)}, got {form!r}")
+    check_limit(samples_per_video, "samples_per_video")  # before anything is generated or read
+    check_limit(max_videos, "max_videos")
     return forms[form](open_spacewalk18(root, synthetic_root, seed, synthetic), split, context, samples_per_video,
                        max_videos, summary)

@@ -63,7 +63,33 @@ def eval_trainer(run_cfg: DictConfig, output_dir: Path) -> pl.Trainer:
     return hydra.utils.instantiate(run_cfg.trainer, logger=False, callbacks=[], default_root_dir=str(output_dir))
 
 
+def check_checkpoint(path: Path, what: str) -> None:
+    """Refuse a checkpoint file that cannot be whole, before Lightning reads it (where an empty or truncated file
+    ends in torch's zip-reader error or a bare EOFError that names neither the file nor what to do). torch.save
+    writes a zip archive whose directory is at the end, so a file cut short has none."""
+    import zipfile
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{what}: checkpoint not found: {path}")
+    size = path.stat().st_size
+    if size == 0:
+        problem = "is empty (0 bytes)"
+    elif zipfile.is_zipfile(path):
+        return
+    else:
+        try:  # not a zip: torch's legacy format (before 1.6) is still readable; anything else is refused
+            import torch
+
+            torch.load(path, map_location="cpu", weights_only=False)
+            return
+        except Exception:  # noqa: BLE001  (whatever torch raises on a torn file: EOFError, UnpicklingError, ...)
+            problem = f"is not a whole checkpoint ({size} bytes: truncated by an interrupted copy or save?)"
+    raise ValueError(f"{what}: {path} {problem}; copy it again from where it was written, or pass another "
+                     "checkpoint of the run (its checkpoints/ folder keeps last.ckpt and the best epoch's)")
+
+
 def resume_path(cfg: DictConfig) -> str | None:
+    """The checkpoint train.py resumes from (ckpt_path=last: the run's newest last*.ckpt), checked whole."""
     if cfg.get("ckpt_path") in (None, ""):
         return None
     if cfg.ckpt_path == "last":
@@ -74,7 +100,9 @@ def resume_path(cfg: DictConfig) -> str | None:
         if not candidates:
             raise FileNotFoundError(f"ckpt_path=last but {folder / 'last.ckpt'} does not exist: pass "
                                     "hydra.run.dir=<the run to resume>")
+        check_checkpoint(candidates[-1], "ckpt_path=last")
         return str(candidates[-1])
+    check_checkpoint(Path(cfg.ckpt_path), f"ckpt_path={cfg.ckpt_path}")
     return str(cfg.ckpt_path)
 
 
@@ -100,8 +128,7 @@ def load_run_config(ckpt: Path, output_dir: str) -> DictConfig:
     """The config of the train.py run that wrote `ckpt` (<run>/checkpoints/<name>.ckpt), writing into
     `output_dir` instead of the run directory."""
     run_cfg_file = ckpt.parent.parent / RESOLVED_CONFIG
-    if not ckpt.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {ckpt}")
+    check_checkpoint(ckpt, f"ckpt_path={ckpt}")
     if not run_cfg_file.is_file():
         raise FileNotFoundError(f"{run_cfg_file} not found: ckpt_path must be <train run>/checkpoints/<name>.ckpt")
     run_cfg = OmegaConf.load(run_cfg_file)

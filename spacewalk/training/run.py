@@ -198,6 +198,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     task_recipe = recipe(cfg)
     check_model(cfg)
     task_recipe.check(cfg)
+    resume_path(cfg)  # a resume's checkpoint is checked whole before anything is built or read
     if not is_lightning(cfg.model) and not task_recipe.trains_baselines:
         raise _nothing_to_train(cfg)
     return run_sequence(cfg, task_recipe, Path(cfg.paths.output_dir), training=True)

@@ -204,6 +204,13 @@ def test_window_text_without_speech_zero_nearest_or_widened():
     np.testing.assert_array_equal(empty, 0.0)
 
 
+@pytest.mark.parametrize("w", [0.0, -60.0])
+def test_window_text_refuses_an_empty_window_instead_of_widening_it_forever(w):
+    # "widen" doubles the window until it hears speech: 0 s doubled stays 0 s, and the loop never ended
+    with pytest.raises(ValueError, match=f"context_seconds must be positive, got {w}"):
+        features([30.0], w, "mean", "widen")
+
+
 def test_window_text_options_reach_the_clip_feature(dataset, tmp_path):
     plain = make(dataset, tmp_path / "bank", context=30.0)
     weighted = make(dataset, tmp_path / "bank", context=30.0, text_pool="duration", empty_text="widen")

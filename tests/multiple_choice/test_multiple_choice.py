@@ -239,6 +239,36 @@ def test_rank0_reports_missing_records_of_a_stopped_rank(tmp_path):
                    wait_seconds=0.2, poll_seconds=0.05)
 
 
+_RANK_VARIABLES = ("WORLD_SIZE", "RANK", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_STEP_ID")
+
+
+@pytest.mark.parametrize("env, missing", [
+    ({"SLURM_NTASKS": "2"}, "SLURM_STEP_ID and SLURM_PROCID"),  # an sbatch script's leftovers, no srun
+    ({"SLURM_NTASKS": "2", "SLURM_PROCID": "0"}, "SLURM_STEP_ID"),
+])
+def test_slurm_leftovers_without_srun_are_refused_instead_of_waiting(monkeypatch, env, missing):
+    for name in _RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=f"SLURM_NTASKS=2 but {missing} not set.*srun"):
+        runner.rank_and_world()
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"SLURM_NTASKS": "2", "SLURM_PROCID": "1", "SLURM_STEP_ID": "0"}, (1, 2)),  # started by srun
+    ({"SLURM_NTASKS": "1"}, (0, 1)),  # a one-task allocation runs as one process
+    ({"SLURM_NTASKS": "2", "WORLD_SIZE": "1"}, (0, 1)),  # WORLD_SIZE wins over SLURM's leftovers
+    ({}, (0, 1)),
+])
+def test_rank_and_world_from_the_environment(monkeypatch, env, expected):
+    for name in _RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert runner.rank_and_world() == expected
+
+
 def test_a_run_directory_of_other_settings_is_refused(tmp_path):
     runner.run(ToyTask(4), ScriptedBackend(), tmp_path, identity={"model": {"seed": 1}}, progress=False)
     runner.run(ToyTask(4), ScriptedBackend(), tmp_path, identity={"model": {"seed": 1}}, progress=False)
@@ -469,3 +499,49 @@ def test_contrastive_video_scores_options_against_the_clip_frames(synthetic):
             sample_frames(item.visual, backend.rule)[0])
         assert np.allclose(reply.scores, expected, atol=1e-5) and reply.choice == int(np.argmax(expected))
     assert ContrastiveVideoBackend(VideoWithText()).rule.num_frames == FakeVideo.num_frames  # the encoder's count
+
+
+def _task_with(name: str, setting: str, value):
+    """Each multiple-choice task built with one cost setting; the check comes before the dataset is read, so
+    none is given."""
+    from spacewalk.egocross.task import EgoCrossCloseQATask, EgoCrossOpenQATask
+    from spacewalk.egoschema.task import EgoSchemaTask
+    from spacewalk.spacewalk18.step_recognition_questions import StepRatingQuestions
+
+    tasks = {"egoschema": EgoSchemaTask, "egocross_closeqa": EgoCrossCloseQATask,
+             "egocross_openqa": EgoCrossOpenQATask, "spacewalk18_qa": QuestionAnswering,
+             "step_questions": StepRecognitionQuestions, "step_rating": StepRatingQuestions}
+    return tasks[name](None, **{setting: value})
+
+
+LIMITS = [("egoschema", "limit"), ("egocross_closeqa", "limit"), ("egocross_openqa", "limit"),
+          ("spacewalk18_qa", "max_items"), ("step_questions", "samples_per_video"),
+          ("step_questions", "max_videos"), ("step_rating", "max_videos")]
+
+
+@pytest.mark.parametrize("task, setting", LIMITS)
+@pytest.mark.parametrize("value, message", [(0, "=0 leaves no item to score"), (-1, "=-1 leaves no item to score"),
+                                            ("3", "='3': must be a whole number")])
+def test_a_limit_that_leaves_no_item_is_refused_naming_the_setting(task, setting, value, message):
+    # limit=0 used to score nothing and report 0 % with exit 0; limit=-1 silently dropped the last question
+    with pytest.raises(ValueError, match=f"^{setting}{message}"):
+        _task_with(task, setting, value)
+
+
+@pytest.mark.parametrize("loader, setting", [("egoschema", "limit"), ("egocross", "limit"),
+                                             ("spacewalk18_qa", "max_items"), ("step_questions", "max_videos")])
+def test_the_loaders_refuse_an_empty_limit_before_reading_anything(loader, setting, tmp_path):
+    from spacewalk.egocross.task import open_egocross
+    from spacewalk.egoschema.task import open_egoschema
+    from spacewalk.spacewalk18.question_answering import question_answering_task
+    from spacewalk.spacewalk18.step_recognition_questions import step_recognition_questions_task
+
+    loaders = {"egoschema": open_egoschema, "egocross": open_egocross, "spacewalk18_qa": question_answering_task,
+               "step_questions": step_recognition_questions_task}
+    with pytest.raises(ValueError, match=f"^{setting}=0 leaves no item"):
+        loaders[loader](synthetic_root=tmp_path / "synthetic", **{setting: 0})
+    assert not (tmp_path / "synthetic").exists()  # nothing generated
+
+
+def test_a_limit_of_one_keeps_the_first_item(synthetic):
+    assert len(QuestionAnswering(synthetic, max_items=1).items()) == 1

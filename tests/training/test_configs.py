@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hydra
 import pytest
+import torch
 from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
@@ -170,12 +171,54 @@ def test_ckpt_path_last_resumes_from_the_newest_last_checkpoint(tmp_path):
     folder = tmp_path / "checkpoints"
     folder.mkdir()
     for name, mtime in (("last.ckpt", 100), ("last-v1.ckpt", 200), ("epoch00.ckpt", 300)):
-        (folder / name).write_bytes(b"")
+        torch.save({"state_dict": {}}, folder / name)  # whole checkpoints: an empty file is refused (below)
         os.utime(folder / name, (mtime, mtime))
     assert resume_path(cfg) == str(folder / "last-v1.ckpt")
     os.utime(folder / "last.ckpt", (400, 400))
     assert resume_path(cfg) == str(folder / "last.ckpt")
-    assert resume_path(OmegaConf.create({"ckpt_path": "x.ckpt"})) == "x.ckpt"
+    assert resume_path(OmegaConf.create({"ckpt_path": str(folder / "epoch00.ckpt")})) == str(folder / "epoch00.ckpt")
+    with pytest.raises(FileNotFoundError, match="ckpt_path=x.ckpt: checkpoint not found"):
+        resume_path(OmegaConf.create({"ckpt_path": "x.ckpt"}))
+
+
+def whole_and_torn_checkpoints(folder) -> dict[str, object]:
+    """A small real checkpoint (torch.save of a dict, as Lightning writes) and its broken copies."""
+    whole = folder / "whole.ckpt"
+    torch.save({"state_dict": {"w": torch.arange(1000.0)}, "epoch": 3}, whole)
+    empty, torn = folder / "empty.ckpt", folder / "torn.ckpt"
+    empty.write_bytes(b"")
+    torn.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    return {"whole": whole, "empty": empty, "torn": torn}
+
+
+@pytest.mark.parametrize("which, message", [("empty", "is empty"), ("torn", "is not a whole checkpoint")])
+def test_an_empty_or_truncated_checkpoint_is_refused_naming_the_file(which, message, tmp_path):
+    from spacewalk.training.common import check_checkpoint, resume_path
+
+    files = whole_and_torn_checkpoints(tmp_path)
+    check_checkpoint(files["whole"], "ckpt_path")  # a whole one passes
+    with pytest.raises(ValueError, match=f"ckpt_path={files[which]}: {files[which]} {message}.*copy it again"):
+        resume_path(OmegaConf.create({"ckpt_path": str(files[which])}))
+    # ckpt_path=last: the newest last*.ckpt is the one checked
+    folder = tmp_path / "run" / "checkpoints"
+    folder.mkdir(parents=True)
+    (folder / "last.ckpt").write_bytes(files[which].read_bytes())
+    cfg = OmegaConf.create({"ckpt_path": "last", "paths": {"output_dir": str(tmp_path / "run")}})
+    with pytest.raises(ValueError, match=f"ckpt_path=last: {folder / 'last.ckpt'} {message}"):
+        resume_path(cfg)
+
+
+@pytest.mark.parametrize("which, message", [("empty", "is empty"), ("torn", "is not a whole checkpoint")])
+def test_evaluate_refuses_an_empty_or_truncated_checkpoint_before_loading_it(which, message, tmp_path):
+    from spacewalk.training import evaluate
+
+    files = whole_and_torn_checkpoints(tmp_path)
+    ckpt = tmp_path / "run" / "checkpoints" / "epoch03.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    ckpt.write_bytes(files[which].read_bytes())
+    cfg = compose_evaluate(f"ckpt_path={ckpt}", f"paths.output_dir={tmp_path / 'eval'}")
+    with pytest.raises(ValueError, match=f"ckpt_path={ckpt}: {ckpt} {message}"):
+        evaluate(cfg)
 
 
 @pytest.mark.parametrize("units, warned", [(False, True), (True, False)])
@@ -202,3 +245,14 @@ def test_all_layer_decodes_with_pyav_in_two_workers():
     for model in ("all_layer", "ivr_all_layer"):
         cfg = compose_train(f"model={model}")
         assert (cfg.datamodule.video_backend, cfg.datamodule.num_workers) == ("pyav", 2), model
+
+
+def test_train_refuses_to_resume_from_a_truncated_checkpoint_before_reading_data(tmp_path):
+    from spacewalk.training import train
+
+    torn = whole_and_torn_checkpoints(tmp_path)["torn"]
+    cfg = compose_train(f"ckpt_path={torn}", f"paths.data_dir={tmp_path / 'data'}",
+                        f"paths.output_dir={tmp_path / 'run'}")
+    with pytest.raises(ValueError, match=f"ckpt_path={torn}: {torn} is not a whole checkpoint"):
+        train(cfg)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()

@@ -118,3 +118,28 @@ def test_train_refuses_a_model_with_nothing_to_train_before_reading_data(overrid
     with pytest.raises(ValueError, match="has nothing to train"):
         train(cfg)
     assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("entry, overrides", [
+    ("train", ["model=lfb_cat"]), ("train", ["task=intra_video_retrieval", "model=ivr_last_layer"]),
+    ("evaluate", ["model=zero_shot"]), ("evaluate", ["data=spacewalk18_step_questions", "model=random"])],
+    ids=["lfb_cat", "ivr", "zero_shot", "step_questions"])
+@pytest.mark.parametrize("context, why", [("0s", "longer than 0 s"), ("0", "longer than 0 s"),
+                                          ("-1min", "cannot read a duration")])
+def test_an_empty_or_negative_context_is_refused_before_reading_data(entry, overrides, context, why, tmp_path):
+    # an empty window used to run on without end; every task's run goes through train() or evaluate()
+    from spacewalk.training import evaluate, train
+
+    cfg = compose_config(entry, *overrides, f"context={context}", f"paths.data_dir={tmp_path / 'data'}",
+                         f"paths.output_dir={tmp_path / 'run'}")
+    with pytest.raises(ValueError, match=f"context={context}: .*{why}"):
+        (train if entry == "train" else evaluate)(cfg)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
+def test_the_step_questions_refuse_an_empty_window_when_built_directly():
+    from spacewalk.spacewalk18.step_recognition_questions import StepRecognitionQuestions
+
+    # refused before the dataset is read (so none is needed here)
+    with pytest.raises(ValueError, match="context=0s: the window must be longer than 0 s"):
+        StepRecognitionQuestions(None, context="0s")
