@@ -32,7 +32,7 @@ from spacewalk.training.common import (
     resume_path,
     start_run,
 )
-from spacewalk.training.tasks import check_model, model_choice
+from spacewalk.training.tasks import model_choice
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +137,9 @@ def _check_test_split(cfg: DictConfig, why: str) -> None:
 
 
 def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bool,
-                 ckpt: str | None = None) -> dict[str, Any]:
+                 ckpt: str | None = None, resume: str | None = None) -> dict[str, Any]:
     """fit (when trainable and training) -> choose on val -> test -> write. `ckpt`: re-test that checkpoint of a
-    finished run (cfg is that run's config)."""
+    finished run (cfg is that run's config); `resume`: the checkpoint fit resumes from (common.resume_path)."""
     retest = ckpt is not None
     if not is_lightning(cfg.model):
         if retest:
@@ -160,7 +160,7 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
     if not retest:
         run.results["best_val_loss"] = None
     if trainable and not retest:
-        trainer.fit(model, datamodule=datamodule, ckpt_path=resume_path(cfg))
+        trainer.fit(model, datamodule=datamodule, ckpt_path=resume)
         run.ckpt, run.results["best_val_loss"] = best_checkpoint(trainer)
         log.info("best checkpoint (val/loss %s): %s", run.results["best_val_loss"],
                  run.ckpt or "none: testing the last weights")
@@ -195,20 +195,20 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
 # ---- the entry points (spacewalk.training.train / evaluate) ----------------------------------------------------
 
 def train(cfg: DictConfig) -> dict[str, Any]:
+    """train.py, once spacewalk.training.train has checked the context and the (task, model) pair."""
     task_recipe = recipe(cfg)
-    check_model(cfg)
     task_recipe.check(cfg)
-    resume_path(cfg)  # a resume's checkpoint is checked whole before anything is built or read
+    resume = resume_path(cfg)  # a resume's checkpoint is checked whole before anything is built or read
     if not is_lightning(cfg.model) and not task_recipe.trains_baselines:
         raise _nothing_to_train(cfg)
-    return run_sequence(cfg, task_recipe, Path(cfg.paths.output_dir), training=True)
+    return run_sequence(cfg, task_recipe, Path(cfg.paths.output_dir), training=True, resume=resume)
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """Score what needs no training on `cfg.split`, or re-test a train.py checkpoint with its run's config."""
+    """evaluate.py, once spacewalk.training.evaluate has checked the context and the (task, model) pair: score what
+    needs no training on `cfg.split`, or re-test a train.py checkpoint with its run's config."""
     if not cfg.get("ckpt_path"):
         task_recipe = recipe(cfg)
-        check_model(cfg)
         task_recipe.check(cfg)
         if is_lightning(cfg.model):
             if cfg.model.get("optimizer") is not None:

@@ -16,7 +16,6 @@ from models.heads import LinearHead
 from models.step_recognition import StepRecognitionModule
 from spacewalk.errors import DataError
 from spacewalk.spacewalk18.dataset import Spacewalk18
-from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.spacewalk18.windows import TranscriptIndex, context_window
 
 from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector, write_external_features
@@ -27,8 +26,8 @@ BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Spacewalk18:
-    return Spacewalk18(ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=0, **SYNTHETIC))
+def dataset(synthetic_spacewalk18) -> Spacewalk18:
+    return Spacewalk18(synthetic_spacewalk18(**SYNTHETIC))
 
 
 def make(dataset, bank_dir, modalities="text", context=60.0, text=None, video=None, **kw):
@@ -92,9 +91,9 @@ def test_video_and_text_layout(dataset, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def two_recordings(tmp_path_factory) -> Spacewalk18:
+def two_recordings(synthetic_spacewalk18) -> Spacewalk18:
     options = SYNTHETIC | dict(n_train=2, steps_per_video=(3, 6), samples_per_video=40)
-    return Spacewalk18(ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=3, **options))
+    return Spacewalk18(synthetic_spacewalk18(seed=3, **options))
 
 
 def test_steps_come_once_per_recording_with_a_row_per_sample(two_recordings, tmp_path):

@@ -14,7 +14,6 @@ from models.all_layer import AllLayerModule, TrainableTowers, freeze_first_block
 from spacewalk import encoders
 from spacewalk.errors import DataError
 from spacewalk.spacewalk18.dataset import Spacewalk18
-from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.video import open_video, sparse_timestamps
 
 from conftest import tiny_clip, tiny_videomae, tiny_xclip
@@ -24,9 +23,9 @@ SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(
 BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
 
 
-@pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    return ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=0, **SYNTHETIC)
+@pytest.fixture
+def root(synthetic_spacewalk18):
+    return synthetic_spacewalk18(**SYNTHETIC)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ from spacewalk import encoders
 from spacewalk.io import load_json
 from spacewalk.spacewalk18.dataset import Spacewalk18
 from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
-from spacewalk.spacewalk18.synthetic import ensure_dataset
 from spacewalk.video import open_video, sparse_timestamps
 
 from conftest import run_command, tiny_clip
@@ -29,9 +28,9 @@ SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=(12, 14), steps_per_video=(3,
 BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
 
 
-@pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    return ensure_dataset(tmp_path_factory.mktemp("synthetic") / "sw18", seed=0, **SMALL)
+@pytest.fixture
+def root(synthetic_spacewalk18):
+    return synthetic_spacewalk18(**SMALL)
 
 
 @pytest.fixture(scope="module")

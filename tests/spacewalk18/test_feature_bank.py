@@ -112,14 +112,20 @@ def test_a_nan_row_in_a_built_banks_text_is_refused_on_load(tiny_root, tmp_path,
     bank.build(progress=False)
     video_id = next(iter(data.recordings))
     bank.load(video_id)  # intact: loads
-    array = np.load(tmp_path / "bank" / video_id / f"{name}.npy", mmap_mode="r+")
-    array[1, 3] = np.nan
+    assert_refused_on_load(bank, tmp_path / "bank", video_id, name, (1, 3), np.nan)
+
+
+def assert_refused_on_load(bank, folder, video_id, name, where, value):
+    """Write `value` at `where` of the built bank's array `name`; loading the recording is then refused, naming
+    the array's file, the recording, the array and the first bad row."""
+    path = folder / video_id / f"{name}.npy"
+    array = np.load(path, mmap_mode="r+")
+    array[where] = value
     array.flush()
     del array
-    with pytest.raises(DataError, match="non-finite values.*row 1") as e:
+    with pytest.raises(DataError, match=f"non-finite values.*row {where[0]}") as e:
         bank.load(video_id)
-    assert (e.value.file, e.value.item, e.value.field) == (tmp_path / "bank" / video_id / f"{name}.npy", video_id,
-                                                           name)
+    assert (e.value.file, e.value.item, e.value.field) == (path, video_id, name)
 
 
 def test_changes_mark_only_the_affected_recordings_stale(tiny_root, tmp_path):
@@ -245,14 +251,7 @@ def test_a_nan_row_in_a_built_banks_video_is_refused_on_load(synthetic_root, tmp
     video_id = next(iter(data.recordings))
     bank.build([video_id], progress=False)
     assert bank.load(video_id).video is not None
-    array = np.load(tmp_path / "bank" / video_id / f"{name}.npy", mmap_mode="r+")
-    array[2, 0] = np.inf
-    array.flush()
-    del array
-    with pytest.raises(DataError, match="non-finite values.*row 2") as e:
-        bank.load(video_id)
-    assert (e.value.file, e.value.item, e.value.field) == (tmp_path / "bank" / video_id / f"{name}.npy", video_id,
-                                                           name)
+    assert_refused_on_load(bank, tmp_path / "bank", video_id, name, (2, 0), np.inf)
 
 
 def test_a_frame_averaging_encoder_keeps_per_frame_features(synthetic_root, tmp_path):

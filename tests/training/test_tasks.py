@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import hydra
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
 from spacewalk.training.tasks import check_model
 
-from conftest import REPO, compose_config, run_command
+from conftest import CONF, compose_config, run_command
 
-CONF = REPO / "conf"
 TASKS = sorted(p.stem for p in (CONF / "task").glob("*.yaml"))
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
 # models whose instantiation loads weights or reads data: composed and checked, not built
@@ -80,8 +78,7 @@ def test_random_is_chance_in_each_task_that_has_one():
 def test_the_default_pairs_of_the_entry_points_fit():
     for entry, overrides in (("train", []), ("evaluate", []), ("evaluate", ["data=spacewalk18_qa"]),
                              ("evaluate", ["data=egoschema"]), ("evaluate", ["data=egocross"])):
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            check_model(compose(config_name=entry, overrides=overrides, return_hydra_config=True))
+        check_model(compose_config(entry, *overrides))
 
 
 def test_train_refuses_a_wrong_pair_before_reading_data(tmp_path):
@@ -97,10 +94,8 @@ def test_train_refuses_a_wrong_pair_before_reading_data(tmp_path):
 def test_evaluate_refuses_a_model_that_trains_before_reading_data(overrides, tmp_path):
     from spacewalk.training import evaluate
 
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="evaluate", overrides=[*overrides, f"paths.data_dir={tmp_path / 'data'}",
-                                                         f"paths.output_dir={tmp_path / 'run'}"],
-                      return_hydra_config=True)
+    cfg = compose_config("evaluate", *overrides, f"paths.data_dir={tmp_path / 'data'}",
+                         f"paths.output_dir={tmp_path / 'run'}")
     with pytest.raises(ValueError, match="is trained: run train.py"):
         evaluate(cfg)
     assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
@@ -111,10 +106,8 @@ def test_evaluate_refuses_a_model_that_trains_before_reading_data(overrides, tmp
 def test_train_refuses_a_model_with_nothing_to_train_before_reading_data(overrides, tmp_path):
     from spacewalk.training import train
 
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=[*overrides, f"paths.data_dir={tmp_path / 'data'}",
-                                                      f"paths.output_dir={tmp_path / 'run'}"],
-                      return_hydra_config=True)
+    cfg = compose_config("train", *overrides, f"paths.data_dir={tmp_path / 'data'}",
+                         f"paths.output_dir={tmp_path / 'run'}")
     with pytest.raises(ValueError, match="has nothing to train"):
         train(cfg)
     assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
