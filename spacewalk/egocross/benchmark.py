@@ -52,6 +52,8 @@ def egocross_judge(args: argparse.Namespace) -> _TextJudge:
     """The judge backend of --judge: any text backend of the harness (no frames: text only)."""
     if args.judge_model is None:
         raise UsageError("--judge needs --judge-model (the served model's name, or a local checkpoint folder)")
+    if args.judge_max_tokens < 1:
+        raise UsageError(f"--judge-max-tokens {args.judge_max_tokens}: the judge needs at least 1 new token")
     if args.judge == "openai":
         from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 
@@ -78,7 +80,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                              "$OPENAI_API_KEY) or a local transformers checkpoint of that family")
     parser.add_argument("--judge-model", help="openqa: the judge's model name (openai) or checkpoint "
                                               "folder / cached hub tag (transformers)")
-    parser.add_argument("--judge-max-tokens", type=int, default=512,
+    from spacewalk.egocross.openqa import JUDGE_MAX_TOKENS
+
+    parser.add_argument("--judge-max-tokens", type=int, default=JUDGE_MAX_TOKENS,
                         help="openqa: the judge's reply length (default 512, the authors')")
     parser.add_argument("--judge-requests-per-minute", type=float, default=60.0,
                         help="openqa, --judge openai: request-rate limit (0: none)")

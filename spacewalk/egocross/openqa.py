@@ -16,7 +16,8 @@ Source: MyUniverse0726/EgoCross, eval_gpt_openset.py and eval_gemini_openset.py 
   stops their script; we count it as 0 and say so in the item's record.
 - correct iff score >= 4.
 Their judge ran at temperature 0.01, top_p 0.9, at most 512 new tokens; ours is whatever text backend of
-the harness is given (its own decoding settings, greedy for ours).
+the harness is given (its own decoding settings, greedy for ours), at their 512 new tokens
+(`JUDGE_MAX_TOKENS`, whatever limit the judge's backend config holds: spacewalk/egocross/task.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 from spacewalk.egocross.closeqa import FIRST_BLOCK
 
 CORRECT_FROM = 4
+# the authors' judge: at most 512 new tokens (BENCHMARKS §4); the judge's own limit, never the answering model's
+JUDGE_MAX_TOKENS = 512
 
 
 def prompt_text(question: str, original_video_fps, sampling_fps: float) -> str:

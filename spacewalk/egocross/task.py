@@ -17,6 +17,7 @@ from spacewalk.egocross.dataset import EgoCross, Question
 from spacewalk.egocross.scoring import grouped_accuracy
 from spacewalk.egocross.synthetic import ANSWERS_FILE, ensure_egocross
 from spacewalk.io import write_json
+from spacewalk.multiple_choice.generation import AnswerLimits, limited, settings
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.release_or_synthetic import dataset_root
@@ -24,6 +25,11 @@ from spacewalk.release_or_synthetic import dataset_root
 PREDICTIONS_FILE = "egocross_closeqa_replies.json"
 OPENQA_REPLIES_FILE = "egocross_openqa_replies.json"
 OPENQA_JUDGEMENTS_FILE = "egocross_openqa_judgements.json"
+# The authors' generation limits (BENCHMARKS §4; their eval_os_* and eval_gpt_* scripts, CloseQA and OpenQA
+# alike): open models at most 2048 new tokens (1024 for InternVL, which has no backend here), API models with
+# no limit (no max_tokens sent). Their JSON reply cut before its closing brace parses as nothing, so a limit
+# sized for a single letter would score a real model near 0.
+ANSWER_LIMITS = AnswerLimits(local=2048, api=None, source="EgoCross authors' scripts (open models 2048, API none)")
 
 
 def score_closeqa(questions: Sequence[Question], replies: Mapping[int, str]) -> dict[str, Any]:
@@ -79,6 +85,7 @@ def _items(dataset: EgoCross, limit: int | None) -> list[MultipleChoiceItem]:
 
 class EgoCrossCloseQATask:
     name = "egocross_closeqa"
+    answer_limits = ANSWER_LIMITS
 
     def __init__(self, dataset: EgoCross, limit: int | None = None):
         self.dataset, self.limit = dataset, check_limit(limit, "limit")
@@ -128,17 +135,30 @@ class EgoCrossOpenQATask:
     bound, said so in the metrics) score each reply. OpenQA has no options to choose, so a record's choice
     is the answer's index when the reply is judged correct (score >= 4) and None otherwise: the runner's
     `correct` is then the authors' `success`. Each judgement (prediction, score, where it came from, the
-    judge's prompt and reply) is written to egocross_openqa_judgements.json."""
+    judge's prompt and reply) is written to egocross_openqa_judgements.json. The judge generates at most
+    `judge_max_tokens` new tokens (the authors' 512), whatever limit its backend config holds: with
+    `data.judge=${model}` that config is the answering model's, whose limit is the answer's, not the judge's."""
 
     name = "egocross_openqa"
+    answer_limits = ANSWER_LIMITS
 
-    def __init__(self, dataset: EgoCross, judge=None, limit: int | None = None):
-        self.dataset, self.judge, self.limit = dataset, judge, check_limit(limit, "limit")
+    def __init__(self, dataset: EgoCross, judge=None, limit: int | None = None,
+                 judge_max_tokens: int = openqa.JUDGE_MAX_TOKENS):
+        self.dataset, self.limit = dataset, check_limit(limit, "limit")
+        self.judge_limits = AnswerLimits(local=judge_max_tokens, api=judge_max_tokens,
+                                         source=f"EgoCross judge_max_tokens ({judge_max_tokens}; the authors' "
+                                                f"{openqa.JUDGE_MAX_TOKENS})")
+        self.judge = None if judge is None else limited(judge, self.judge_limits, override=True)
         self._by_id = {str(q.id): q for q in dataset.questions}
         self._judged: dict[tuple[str, str], openqa.Judgement] = {}
 
     def __repr__(self) -> str:
         return f"EgoCrossOpenQATask({self.dataset.file}, judge={getattr(self.judge, 'name', None)})"
+
+    def generation_extra(self) -> dict[str, Any]:
+        """run.json's record of the judge's limit (spacewalk/multiple_choice/generation.py)."""
+        return {"judge_limits": self.judge_limits.as_json(),
+                "judge": None if self.judge is None else settings(self.judge)}
 
     def items(self) -> list[MultipleChoiceItem]:
         return _items(self.dataset, self.limit)
@@ -186,15 +206,20 @@ class EgoCrossOpenQATask:
 def open_egocross(root: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
                   synthetic: Mapping[str, Any] | None = None, frames_root: str | Path | None = None,
                   answers: str | Path | None = None, limit: int | None = None, qa: str = "closeqa",
-                  judge=None, check_frames: bool = True) -> EgoCrossCloseQATask | EgoCrossOpenQATask:
+                  judge=None, check_frames: bool = True, judge_max_tokens: int = openqa.JUDGE_MAX_TOKENS
+                  ) -> EgoCrossCloseQATask | EgoCrossOpenQATask:
     """`data=egocross`: the testbed at `root` (a root holding datasets/egocross_testbed_imgs.json, or that
     file) with its frames and answers; with root null, the synthetic EgoCross at `synthetic_root`, written on
     first use, answers included (`synthetic`: spacewalk/egocross/synthetic.py Options fields; the keys every
     data config shares, spacewalk/release_or_synthetic.py). `qa`: closeqa or openqa (with `judge`, a backend
-    whose `generate` scores the replies the substring rule leaves open). `check_frames`: fail at once,
-    naming the question, when a listed frame is missing (false: text-only)."""
+    whose `generate` scores the replies the substring rule leaves open, at most `judge_max_tokens` new tokens
+    whatever its own config says). `check_frames`: fail at once, naming the question, when a listed frame is
+    missing (false: text-only)."""
     if qa not in ("closeqa", "openqa"):
         raise ValueError(f"EgoCross qa must be closeqa or openqa, got {qa!r}")
+    if isinstance(judge_max_tokens, bool) or not isinstance(judge_max_tokens, int) or judge_max_tokens < 1:
+        raise ValueError(f"EgoCross judge_max_tokens={judge_max_tokens!r}: must be a whole number of new tokens, "
+                         f"at least 1 (the authors': {openqa.JUDGE_MAX_TOKENS})")
     check_limit(limit, "limit")  # before anything is generated or read
     synthetic_set = root is None
     data = dataset_root(root, synthetic_root, seed, synthetic, ensure_egocross, "EgoCross")
@@ -204,5 +229,5 @@ def open_egocross(root: str | Path | None = None, synthetic_root: str | Path | N
     if check_frames:
         dataset.check_frames()
     if qa == "openqa":
-        return EgoCrossOpenQATask(dataset, judge=judge, limit=limit)
+        return EgoCrossOpenQATask(dataset, judge=judge, limit=limit, judge_max_tokens=judge_max_tokens)
     return EgoCrossCloseQATask(dataset, limit=limit)

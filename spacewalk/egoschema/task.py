@@ -16,6 +16,7 @@ from typing import Any
 from spacewalk.egoschema import prompts, scoring
 from spacewalk.egoschema.dataset import EgoSchema
 from spacewalk.egoschema.synthetic import ensure_egoschema
+from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.release_or_synthetic import dataset_root
@@ -23,10 +24,15 @@ from spacewalk.release_or_synthetic import dataset_root
 SPLITS = ("subset", "full")
 SUBMISSION_JSON = "submission.json"
 SUBMISSION_CSV = "submission.csv"
+# lmms-eval's egoschema task, whose prompt and parser these are, generates at most 16 new tokens (its
+# _default_template_yaml generation_kwargs, API models included); the prompt asks for the letter directly
+ANSWER_LIMITS = AnswerLimits(local=prompts.LMMS_EVAL_MAX_NEW_TOKENS, api=prompts.LMMS_EVAL_MAX_NEW_TOKENS,
+                             source="lmms-eval egoschema generation_kwargs (max_new_tokens 16)")
 
 
 class EgoSchemaTask:
     name = "egoschema"
+    answer_limits = ANSWER_LIMITS
 
     def __init__(self, dataset: EgoSchema, split: str = "subset", limit: int | None = None):
         if split not in SPLITS:

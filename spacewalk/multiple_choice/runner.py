@@ -7,8 +7,13 @@ every prompt in full, `prompts="full"`).
 Resuming: records are appended (and flushed) a chunk at a time, so a killed run loses at most the chunk in
 flight; a re-run with the same run directory reads every record already there, skips those items and
 ends with the same metrics as a run that was never interrupted. A run directory remembers what it was
-made with (`run.json`: the task, the backend and their settings, and a digest of the items it asked); a re-run
-with other settings or changed items in the same directory is refused instead of mixing two runs' replies.
+made with (`run.json`: the task, the backend and their settings, the generation limits each model used, and a
+digest of the items it asked); a re-run with other settings (a limit included) or changed items in the same
+directory is refused instead of mixing two runs' replies.
+
+Generation limits: the task's answer limits are applied to the backend before the first item
+(spacewalk/multiple_choice/generation.py); run.json's "generation" says what the answering model (and the
+task's judge, if any) generated with.
 
 Several processes: each takes the items `rank::world_size` (RANK / WORLD_SIZE from the environment, as
 torchrun and SLURM's srun set them, or passed in) and appends to its own shard,
@@ -32,6 +37,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from spacewalk.io import load_json, write_json
+from spacewalk.multiple_choice.generation import generation_record
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.records import (
     PARTS,
@@ -179,9 +185,12 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
     ids = [item.id for item in items]
     if len(set(ids)) != len(ids):
         raise ValueError(f"task {task.name}: item ids are not unique")
+    backend, generation = generation_record(task, backend)
+    log.info("generation limits: %s", json.dumps(generation))
     if rank == 0:
         check_run_identity(run_dir, {"task": task.name, "backend": backend.name, "items": len(items),
-                                     "items_digest": items_digest(items), **(identity or {})})
+                                     "items_digest": items_digest(items), "generation": generation,
+                                     **(identity or {})})
 
     done = existing_records(run_dir)
     unknown = set(done) - set(ids)

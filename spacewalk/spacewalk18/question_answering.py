@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, letter, parse_letter
 from spacewalk.multiple_choice.task import Prompt, Record
@@ -31,6 +32,13 @@ from spacewalk.spacewalk18.summaries import check_summary, summary_parts
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
 
 ANSWERS_FILE = "answers.json"
+
+# How long a reply may be, for both Spacewalk-18 question tasks (QA and step recognition as a question, its
+# rating form too). The paper asks for "a single letter / number and nothing else" and gives no limit; the
+# reply parser reads the choice from a bare letter, "(B) <option text>" or "... the answer is 3", so the limit
+# only needs to let a model that adds its option's text or a sentence of reasoning reach its answer: 128
+# new tokens (about 90 words) is our choice; a model that obeys stops after a token or two.
+ANSWER_LIMITS = AnswerLimits(local=128, api=128, source="Spacewalk-18 single letter/number replies (ours: 128)")
 
 # App. C.2, in order: the video; the instruction; the question; the choices. The quoted sentences are the
 # paper's; the instruction is BENCHMARKS.md's account of it ("answer with a single letter A-D and nothing
@@ -52,6 +60,7 @@ class QuestionAnswering:
     "step_oracle_captions"; it goes after the clip (and the transcript sentence), before the instruction."""
 
     name = "spacewalk18_qa"
+    answer_limits = ANSWER_LIMITS
 
     def __init__(self, dataset: Spacewalk18, transcript_in_prompt: bool = False, max_items: int | None = None,
                  summary: str = "none"):

@@ -33,7 +33,7 @@ from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, StepSample, samples_to_json
 from spacewalk.spacewalk18.open import open_spacewalk18
 from spacewalk.spacewalk18.predictions import write_step_predictions
-from spacewalk.spacewalk18.question_answering import choices_block
+from spacewalk.spacewalk18.question_answering import ANSWER_LIMITS, choices_block
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.summaries import check_summary, steps_in_window, summary_parts
 from spacewalk.spacewalk18.windows import TranscriptIndex, context_window
@@ -85,6 +85,7 @@ class StepRecognitionQuestions:
     frames) or "step_oracle_captions" (their captions only); the summary goes after the transcript sentence."""
 
     name = "spacewalk18_step_questions"
+    answer_limits = ANSWER_LIMITS  # a number 0..K, or a rating 1-10 (StepRatingQuestions): the QA task's limit
 
     def __init__(self, dataset: Spacewalk18, split: str = "test", context: float | str = 300.0,
                  samples_per_video: int | None = None, max_videos: int | None = None, summary: str = "none"):

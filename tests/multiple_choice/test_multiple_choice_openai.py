@@ -16,6 +16,7 @@ from PIL import Image
 
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
+from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.parsing import parse_letter
 from spacewalk.multiple_choice.task import Prompt
@@ -38,6 +39,7 @@ def client(**settings) -> OpenAIChatBackend:
 
 class Task:
     name = "toy"
+    answer_limits = AnswerLimits(local=16, api=16, source="toy letters")
 
     def __init__(self, items):
         self._items = items

@@ -6,20 +6,30 @@ such as the mission's animated preview or a step oracle's middle frames).
 `captioner` is any backend with `caption_images(images, prompt)` (the transformers and OpenAI backends);
 `llm` any backend's `generate(prompts)` (text only). Each caption line carries its frame's time in the clip
 (mm:ss from the clip's start). The captions go into the record's meta, so a run can be audited.
+
+Generation limits (spacewalk/multiple_choice/generation.py): the LLM answers the task's prompt, so it gets the
+task's answer limit (unless its config gives a number); the captioner answers the caption prompt, so it gets
+`CAPTION_LIMITS` (unless its config gives a number), whatever the task.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
+from spacewalk.multiple_choice.generation import AnswerLimits, limited, settings
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Reply
 
 CAPTION_PROMPT = "Describe the image in 30 words"
 CAPTIONS_INTRO = "Captions of frames sampled uniformly from the video, with their times:"
 IMAGE_INTRO = "Caption of the image:"
+# The paper gives no limit for the captions. "30 words" is about 40 tokens of English; 128 lets a captioner
+# that writes two or three times as much finish its sentence, so no caption is cut mid-word.
+CAPTION_LIMITS = AnswerLimits(local=128, api=128, source="caption prompt (30 words; ours: 128 tokens)")
 
 
 def _clock(seconds: float) -> str:
@@ -45,10 +55,19 @@ class CaptionEnhancedBackend:
 
     def __init__(self, captioner, llm, num_frames: int = 60, caption_prompt: str = CAPTION_PROMPT,
                  video_backend: str = "decord"):
-        self.captioner, self.llm = captioner, llm
+        self.captioner, self.llm = limited(captioner, CAPTION_LIMITS), llm
         self.rule = FrameRule(num_frames, None, None, video_backend)
         self.caption_prompt = caption_prompt
         self.name = f"caption_enhanced:{captioner.name}+{llm.name}"
+
+    def limited(self, limits: AnswerLimits, override: bool = False) -> CaptionEnhancedBackend:
+        """A copy whose LLM has the task's limits (the captioner keeps the caption prompt's)."""
+        out = copy.copy(self)
+        out.llm = limited(self.llm, limits, override)
+        return out
+
+    def generation_settings(self) -> dict[str, Any]:
+        return {"llm": settings(self.llm), "captioner": settings(self.captioner)}
 
     def _captioned(self, prompt: Prompt, item: MultipleChoiceItem | None) -> tuple[Prompt, dict]:
         parts, meta = [], {}

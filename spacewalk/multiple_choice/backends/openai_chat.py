@@ -5,16 +5,19 @@ The base URL and the key come from environment variables (names configurable: OP
 OPENAI_API_KEY by default; a local server may need no key). Each item is one request: the prompt's parts in
 order as content parts, the item's frames (FrameRule: the model's count uniformly, or an fps rule) as base64
 JPEG `image_url` parts where the prompt's visual marker is, each context visual's frames (a slice by the
-same rule, a still as one image) where the prompt puts it, temperature 0. Requests are spaced to at most
-`requests_per_minute`; a 429, a 5xx, a timeout or a dropped connection is retried after an exponential
-backoff (`backoff_seconds * 2**attempt`, or the server's Retry-After when it says), up to `max_retries`
-times, then the error is raised (the run stops; re-running resumes). Any other HTTP error is raised at once
-with the server's message. Standard library only (urllib).
+same rule, a still as one image) where the prompt puts it, temperature 0. `max_tokens` None: the task's
+answer limit (spacewalk/multiple_choice/generation.py), which may be None too: the field is then not sent and
+the server's own limit applies (EgoCross: the authors let their API models answer without one).
+Requests are spaced to at most `requests_per_minute`; a 429, a 5xx, a timeout or a dropped connection is
+retried after an exponential backoff (`backoff_seconds * 2**attempt`, or the server's Retry-After when it
+says), up to `max_retries` times, then the error is raised (the run stops; re-running resumes). Any other
+HTTP error is raised at once with the server's message. Standard library only (urllib).
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import io
 import json
 import logging
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
+from spacewalk.multiple_choice.generation import FROM_CONFIG, AnswerLimits, check_tokens
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Reply
 
@@ -66,7 +70,7 @@ class OpenAIChatBackend:
     def __init__(self, model: str, base_url_env: str = "OPENAI_BASE_URL", api_key_env: str = "OPENAI_API_KEY",
                  default_base_url: str = "https://api.openai.com/v1", num_frames: int | None = 8,
                  fps: float | None = None, max_frames: int | None = None, text_only: bool = False,
-                 image_max_side: int | None = 768, image_detail: str | None = None, max_tokens: int = 16,
+                 image_max_side: int | None = 768, image_detail: str | None = None, max_tokens: int | None = None,
                  temperature: float = 0.0, requests_per_minute: float = 60.0, max_retries: int = 6,
                  backoff_seconds: float = 2.0, max_backoff_seconds: float = 120.0, timeout_seconds: float = 120.0,
                  extra_body: dict | None = None, video_backend: str = "decord"):
@@ -77,13 +81,28 @@ class OpenAIChatBackend:
         self.api_key_env = api_key_env
         self.rule = None if text_only else FrameRule(num_frames, fps, max_frames, video_backend)
         self.image_max_side, self.image_detail = image_max_side, image_detail
-        self.max_tokens, self.temperature = int(max_tokens), float(temperature)
+        self.max_tokens = check_tokens(max_tokens, "max_tokens", "the task's answer limit")
+        self.limit_from = FROM_CONFIG if max_tokens is not None else None
+        self.temperature = float(temperature)
         self.min_interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
         self.max_retries = int(max_retries)
         self.backoff, self.max_backoff = float(backoff_seconds), float(max_backoff_seconds)
         self.timeout = float(timeout_seconds)
         self.extra_body = dict(extra_body or {})
         self._last_request = -float("inf")
+
+    def limited(self, limits: AnswerLimits, override: bool = False) -> OpenAIChatBackend:
+        """A copy sending `limits.api` as max_tokens (None: no max_tokens), unless the config gave its own number
+        and `override` is false."""
+        if self.limit_from == FROM_CONFIG and not override:
+            return self
+        out = copy.copy(self)
+        out.max_tokens, out.limit_from = limits.api, limits.source
+        return out
+
+    def generation_settings(self) -> dict[str, Any]:
+        """max_tokens None: none sent (the server's own limit)."""
+        return {"max_tokens": self.max_tokens, "from": self.limit_from}
 
     # ---- HTTP ----
 
@@ -128,8 +147,10 @@ class OpenAIChatBackend:
         raise AssertionError("unreachable")
 
     def _complete(self, messages: list[dict]) -> tuple[str, dict]:
-        body = {"model": self.model, "messages": messages, "temperature": self.temperature,
-                "max_tokens": self.max_tokens} | self.extra_body
+        body = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if self.max_tokens is not None:  # None: no limit sent, the server's own applies
+            body["max_tokens"] = self.max_tokens
+        body |= self.extra_body
         response = self._post(body)
         try:
             text = response["choices"][0]["message"]["content"] or ""

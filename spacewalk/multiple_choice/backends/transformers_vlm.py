@@ -8,7 +8,8 @@ prompt's visual marker is, and each context visual where the prompt puts it (a s
 animated preview, as a further video sampled by the same rule; a still, such as a step's middle frame, as
 an image). The processor receives the turn's videos and images each in prompt order (over the batch, row
 by row), which is the order in which it fills the template's video and image tokens; decoding is greedy
-(`do_sample=False`) with `max_new_tokens`; the runner's chunk is one batch (left padding). Frames: the family's
+(`do_sample=False`) with `max_new_tokens` (None: the task's answer limit, which the runner applies:
+spacewalk/multiple_choice/generation.py); the runner's chunk is one batch (left padding). Frames: the family's
 default when neither `num_frames` nor `fps` is given: Qwen2.5-VL's own rule (qwen-vl-utils: 2 fps, at most 768
 frames), LLaVA-OneVision 32 frames uniformly (lmms-eval's setting).
 The frames are decoded by us (decord) and handed to the processor with `do_sample_frames=False`, so the
@@ -18,6 +19,7 @@ else float32); `device` or `device_map` (e.g. "auto" to spread a large model ove
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +27,7 @@ import torch
 
 from spacewalk.encoders import resolve_device
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
+from spacewalk.multiple_choice.generation import FROM_CONFIG, AnswerLimits, check_tokens
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Reply
 
@@ -61,7 +64,7 @@ def conversation(prompt: Prompt, item: MultipleChoiceItem | None, with_visuals: 
 class TransformersVLMBackend:
     def __init__(self, family: str, model: str | None = None, num_frames: int | None = None, fps: float | None = None,
                  max_frames: int | None = None, dtype: str = "auto", device: str = "auto", device_map: Any = None,
-                 max_new_tokens: int = 16, attn_implementation: str | None = None, text_only: bool = False,
+                 max_new_tokens: int | None = None, attn_implementation: str | None = None, text_only: bool = False,
                  allow_download: bool = False, video_backend: str = "decord", model_object=None, processor=None):
         if family not in FAMILIES:
             raise ValueError(f"unknown family {family!r}; choose from {sorted(FAMILIES)}")
@@ -91,7 +94,20 @@ class TransformersVLMBackend:
         if num_frames is None and fps is None:
             num_frames, fps, max_frames = (FAMILIES[family]["frames"][k] for k in ("num_frames", "fps", "max_frames"))
         self.rule = None if text_only else FrameRule(num_frames, fps, max_frames, video_backend)
-        self.max_new_tokens = int(max_new_tokens)
+        self.max_new_tokens = check_tokens(max_new_tokens, "max_new_tokens", "the task's answer limit")
+        self.limit_from = FROM_CONFIG if max_new_tokens is not None else None
+
+    def limited(self, limits: AnswerLimits, override: bool = False) -> TransformersVLMBackend:
+        """A copy (the model shared) generating at most `limits.local` new tokens, unless the config gave its own
+        number and `override` is false."""
+        if self.limit_from == FROM_CONFIG and not override:
+            return self
+        out = copy.copy(self)
+        out.max_new_tokens, out.limit_from = limits.local, limits.source
+        return out
+
+    def generation_settings(self) -> dict[str, Any]:
+        return {"max_new_tokens": self.max_new_tokens, "from": self.limit_from}
 
     def _visuals(self, prompt: Prompt, item: MultipleChoiceItem | None) -> tuple[list, list]:
         """The prompt's videos (frame lists) and stills, in prompt order."""
@@ -138,6 +154,10 @@ class TransformersVLMBackend:
         device = self.model.device
         inputs = {k: (v.to(device, self.dtype) if v.is_floating_point() else v.to(device)) if torch.is_tensor(v) else v
                   for k, v in inputs.items()}
+        if self.max_new_tokens is None:
+            raise ValueError(f"{self.name}: max_new_tokens is not set; the runner gives it the task's answer limit "
+                             "(spacewalk/multiple_choice/generation.py), or pass max_new_tokens=N to use the "
+                             "backend on its own")
         with torch.inference_mode():
             out = self.model.generate(**inputs, do_sample=False, max_new_tokens=self.max_new_tokens)
         new = out[:, inputs["input_ids"].shape[1]:]
