@@ -112,7 +112,10 @@ class Record:
 
 @runtime_checkable
 class MultipleChoiceTask(Protocol):
-    """One benchmark task, as the runner sees it."""
+    """One benchmark task, as the runner sees it. A task whose replies a model writes also has `answer_limits`
+    (an `AnswerLimits`: how many new tokens its answer format needs) and, when it drives models of its own
+    (EgoCross OpenQA's judge), `generation_extra()` for run.json: spacewalk/multiple_choice/generation.py.
+    (Attributes the runner reads with getattr, left out of the protocol so that a toy task still is one.)"""
 
     name: str
 
