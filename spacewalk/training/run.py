@@ -196,7 +196,7 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
 # ---- the entry points (spacewalk.training.train / evaluate) ----------------------------------------------------
 
 def train(cfg: DictConfig) -> dict[str, Any]:
-    """train.py, once spacewalk.training.train has checked the context and the (task, model) pair."""
+    """train.py, once spacewalk.training.train has checked the values and the (task, model) pair."""
     task_recipe = recipe(cfg)
     task_recipe.check(cfg)
     resume = resume_path(cfg)  # a resume's checkpoint is checked whole before anything is built or read
@@ -206,7 +206,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """evaluate.py, once spacewalk.training.evaluate has checked the context and the (task, model) pair: score what
+    """evaluate.py, once spacewalk.training.evaluate has checked the values and the (task, model) pair: score what
     needs no training on `cfg.split`, or re-test a train.py checkpoint with its run's config."""
     if not cfg.get("ckpt_path"):
         task_recipe = recipe(cfg)
