@@ -9,11 +9,13 @@ import hydra
 from omegaconf import DictConfig
 
 import spacewalk.training  # registers the config resolvers before Hydra composes
+from spacewalk.command_errors import user_errors_reported
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> dict:
-    return spacewalk.training.evaluate(cfg)
+    with user_errors_reported():  # a bad input ends with its message, not Hydra's traceback
+        return spacewalk.training.evaluate(cfg)
 
 
 if __name__ == "__main__":

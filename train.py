@@ -6,12 +6,15 @@ import hydra
 from omegaconf import DictConfig
 
 import spacewalk.training  # registers the config resolvers before Hydra composes
+from spacewalk.command_errors import user_errors_reported
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    # the value a Hydra sweeper (e.g. Optuna) minimises: the best validation loss, never a test number
-    return spacewalk.training.train(cfg)["best_val_loss"]
+    # a bad input ends with its message, not Hydra's traceback (which it prints for what escapes this function)
+    with user_errors_reported():
+        # the value a Hydra sweeper (e.g. Optuna) minimises: the best validation loss, never a test number
+        return spacewalk.training.train(cfg)["best_val_loss"]
 
 
 if __name__ == "__main__":

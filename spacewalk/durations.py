@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from spacewalk.errors import ConfigError
+
 _UNITS = {"s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600}
 
 
@@ -14,5 +16,5 @@ def parse_duration(text: str | float | int) -> float:
         return float(text)
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]*)\s*", str(text).lower())
     if not m or m.group(2) not in _UNITS | {"": 1}:
-        raise ValueError(f"cannot read a duration from {text!r}; write e.g. 30s, 5min, 1h")
+        raise ConfigError(f"cannot read a duration from {text!r}; write e.g. 30s, 5min, 1h")
     return float(m.group(1)) * _UNITS.get(m.group(2), 1)

@@ -136,7 +136,7 @@ def ensure_generated(root: str | Path, record_file: str, wanted: dict, generate:
     if found == wanted:
         return root
     if not isinstance(found, dict) or found.get("generator") != wanted["generator"]:
-        raise ValueError(f"{root} exists and is not {what} (no {record_file} written by {wanted['generator']}); "
-                         "not replacing it: pick another root")
+        raise DataError(f"exists and is not {what} (no {record_file} written by {wanted['generator']}); not "
+                        "replacing it: pick another root", file=root)
     logging.getLogger(__name__).info("%s was generated with other options; regenerating it", root)
     return generate(True)

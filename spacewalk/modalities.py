@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spacewalk.errors import ConfigError
+
 NAMES = ("video", "text", "video+text")
 
 
@@ -16,7 +18,7 @@ class Modalities:
 
     def __post_init__(self):
         if not (self.video or self.text):
-            raise ValueError("modalities need video, text or both")
+            raise ConfigError("modalities need video, text or both")
 
     @classmethod
     def parse(cls, value: str | Modalities) -> Modalities:
@@ -25,7 +27,7 @@ class Modalities:
         if isinstance(value, Modalities):
             return value
         if value not in NAMES:
-            raise ValueError(f"modalities must be one of {NAMES}, got {value!r}")
+            raise ConfigError(f"modalities must be one of {NAMES}, got {value!r}")
         return cls(video="video" in value, text="text" in value)
 
     @property

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from spacewalk.errors import ConfigError
+
 
 def dataset_root(root: str | Path | None, synthetic_root: str | Path | None, seed: int,
                  synthetic: Mapping[str, Any] | None, ensure: Callable[..., Path], name: str) -> Path:
@@ -25,9 +27,9 @@ def dataset_root(root: str | Path | None, synthetic_root: str | Path | None, see
     if root is not None:
         return Path(root)
     if synthetic_root is None:
-        raise ValueError(f"give data.root (the {name} release) or data.synthetic_root (where the synthetic "
-                         f"{name} is written on first use)")
+        raise ConfigError(f"give data.root (the {name} release) or data.synthetic_root (where the synthetic "
+                          f"{name} is written on first use)")
     options = dict(synthetic or {})
     if "seed" in options:  # one place for the seed, so that a run's config says it once
-        raise ValueError(f"data.synthetic.seed={options['seed']!r}: the synthetic {name}'s seed is data.seed")
+        raise ConfigError(f"data.synthetic.seed={options['seed']!r}: the synthetic {name}'s seed is data.seed")
     return Path(ensure(synthetic_root, seed=seed, **options))

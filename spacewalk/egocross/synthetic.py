@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from spacewalk.command_errors import user_errors_reported
 from spacewalk.egocross.dataset import DOMAINS, TESTBED_FILE, EgoCross
 from spacewalk.io import atomic_dir, atomic_path, ensure_generated, write_json
 
@@ -181,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     try:
-        generate_egocross(args.root, Options(seed=args.seed), overwrite=args.overwrite)
+        with user_errors_reported():  # a root holding another dataset, a bad option
+            generate_egocross(args.root, Options(seed=args.seed), overwrite=args.overwrite)
     except FileExistsError as e:
         parser.exit(1, f"error: {e}\n")
 

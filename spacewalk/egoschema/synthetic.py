@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from spacewalk.command_errors import user_errors_reported
 from spacewalk.egoschema.dataset import (
     ANSWERS_FILE,
     N_OPTIONS,
@@ -202,7 +203,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     try:
-        generate_egoschema(args.root, Options(seed=args.seed), overwrite=args.overwrite)
+        with user_errors_reported():  # a root holding another dataset, a bad option
+            generate_egoschema(args.root, Options(seed=args.seed), overwrite=args.overwrite)
     except FileExistsError as e:
         parser.exit(1, f"error: {e}\n")
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spacewalk.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Visual:
@@ -86,7 +88,7 @@ def check_limit(value: Any, setting: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{setting}={value!r}: must be a whole number of at least 1, or null for all")
+        raise ConfigError(f"{setting}={value!r}: must be a whole number of at least 1, or null for all")
     if value < 1:
-        raise ValueError(f"{setting}={value} leaves no item to score; set at least 1, or null for all")
+        raise ConfigError(f"{setting}={value} leaves no item to score; set at least 1, or null for all")
     return value

@@ -29,6 +29,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import IO, Any
 
+from spacewalk.command_errors import user_errors_reported
 from spacewalk.errors import DataError
 from spacewalk.io import atomic_path
 from spacewalk.multiple_choice.task import Record
@@ -91,7 +92,7 @@ def _json_lines(path: Path) -> Iterable[tuple[int, Any]]:
                 log.warning("%s: dropping the cut-off last line (written when the run stopped)", path)
                 return
             what = "UTF-8" if isinstance(e, UnicodeDecodeError) else "JSON"
-            raise ValueError(f"{path}: line {number} is not {what} ({e})") from e
+            raise DataError(f"line {number} is not {what} ({e})", file=path) from e
         yield number, value
 
 
@@ -103,7 +104,7 @@ def read_records(path: Path) -> list[Record]:
         try:
             record = record_from_json(raw)
         except (KeyError, TypeError) as e:
-            raise ValueError(f"{path}: line {number} is not a record (missing or bad {e})") from e
+            raise DataError(f"line {number} is not a record (missing or bad {e})", file=path) from e
         # a run writes each item once per file (a resume answers only what no file holds): a second record
         # means two runs wrote here at once or a hand-edited file, and one copy would be scored silently
         if record.item_id in first_line:
@@ -144,7 +145,7 @@ def load_prompt_parts(run_dir: str | Path) -> dict[str, str]:
             try:
                 parts.setdefault(str(raw["id"]), raw["text"])
             except (KeyError, TypeError) as e:
-                raise ValueError(f"{path}: line {number} is not a prompt part (missing or bad {e})") from e
+                raise DataError(f"line {number} is not a prompt part (missing or bad {e})", file=path) from e
     return parts
 
 
@@ -158,7 +159,8 @@ def with_prompt_texts(records: Sequence[Record], parts: Mapping[str, str], where
             continue
         missing = [i for i in record.prompt_parts if i not in parts]
         if missing:
-            raise ValueError(f"{where}: item {record.item_id}: prompt part {missing[0]} is not in {PARTS}")
+            raise DataError(f"prompt part {missing[0]} is not in {PARTS}", file=where, item=record.item_id,
+                            field="prompt_parts")
         out.append(replace(record, prompt="\n".join(parts[i] for i in record.prompt_parts)))
     return out
 
@@ -195,7 +197,8 @@ def write_merged(run_dir: Path, records: Sequence[Record]) -> None:
     for record in records:
         for i in record.prompt_parts or ():
             if i not in parts:
-                raise ValueError(f"{run_dir}: item {record.item_id}: prompt part {i} is not in any {PARTS}")
+                raise DataError(f"prompt part {i} is not in any {PARTS}", file=run_dir, item=record.item_id,
+                                field="prompt_parts")
             used.setdefault(i, parts[i])
     with atomic_path(run_dir / RECORDS) as tmp:
         tmp.write_text("".join(json.dumps(record_to_json(r), ensure_ascii=False) + "\n" for r in records),
@@ -219,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("item_ids", nargs="*", help="only these items (default: all)")
     args = parser.parse_args(argv)
-    records = read_run(args.run_dir)
+    with user_errors_reported():  # a torn or hand-edited file: its message, no traceback
+        records = read_run(args.run_dir)
     wanted = set(args.item_ids)
     unknown = wanted - {r.item_id for r in records}
     if unknown:

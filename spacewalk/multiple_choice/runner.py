@@ -36,6 +36,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.io import load_json, write_json
 from spacewalk.multiple_choice.generation import generation_record
 from spacewalk.multiple_choice.items import MultipleChoiceItem
@@ -123,8 +124,8 @@ def check_run_identity(run_dir: Path, identity: Mapping[str, Any]) -> None:
             what = " and ".join(what) or "other settings"
             if "items_digest" not in previous:  # made before run.json held the digest: its items are unknown
                 what = "a version that did not record its items (no items_digest), so they cannot be checked"
-            raise ValueError(f"{run_dir} holds a run made with {what} (differing: {diff}; see {path}); "
-                             "to start afresh choose another hydra.run.dir or delete that run")
+            raise ConfigError(f"{run_dir} holds a run made with {what} (differing: {diff}; see {path}); "
+                              "to start afresh choose another hydra.run.dir or delete that run")
         return
     write_json(path, identity)
 
@@ -195,8 +196,8 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
     done = existing_records(run_dir)
     unknown = set(done) - set(ids)
     if unknown:
-        raise ValueError(f"{run_dir} has records of items this task does not have (e.g. {sorted(unknown)[:3]}): "
-                         "it belongs to another run")
+        raise DataError(f"records of items this task does not have (e.g. {sorted(unknown)[:3]}): it belongs to "
+                        "another run", file=run_dir)
     mine = items[rank::world_size]
     todo = [item for item in mine if item.id not in done]
     answered = [done[item.id] for item in mine if item.id in done]

@@ -19,6 +19,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from spacewalk.command_errors import user_errors_reported
+
 FAMILIES = ("qwen2_5_vl", "llava_onevision")
 
 # a ChatML template of the kind both families ship, with each family's visual token in place of VIDEO / IMAGE
@@ -147,7 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only this family (repeatable; default: both)")
     parser.add_argument("--seed", type=int, default=0, help="the random initialisation's seed")
     args = parser.parse_args(argv)
-    for family, folder in write(args.out, args.family or FAMILIES, args.seed).items():
+    with user_errors_reported():
+        written = write(args.out, args.family or FAMILIES, args.seed)
+    for family, folder in written.items():
         print(f"{family}: {folder}")
     return 0
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from spacewalk.errors import ConfigError
 from spacewalk.io import write_json
 from spacewalk.spacewalk18.dataset import Spacewalk18
 from spacewalk.spacewalk18.predictions import write_step_predictions
@@ -36,8 +37,8 @@ def format_table(metrics: dict) -> str:
 def evaluate_step_recognition(dataset: Spacewalk18, model, split: str, out_dir: str | Path,
                               fit_split: str = "train", plots: bool = True) -> dict:
     if fit_split == split:
-        raise ValueError(f"fit_split and split are both {split!r}: a model never takes statistics from the "
-                         "split it is scored on")
+        raise ConfigError(f"fit_split and split are both {split!r}: a model never takes statistics from the "
+                          "split it is scored on")
     out_dir = Path(out_dir)
     model.fit(dataset, fit_split)
     samples = dataset.step_samples(split)

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from spacewalk.command_errors import user_errors_reported
+from spacewalk.errors import DataError
 from spacewalk.io import atomic_dir, load_json, write_json, write_text
 from spacewalk.spacewalk18.dataset import (
     ANNOTATION_FILE,
@@ -847,8 +849,8 @@ def ensure_dataset(root: str | Path, seed: int = 0, **options: Any) -> Path:
         content = {k: v for k, v in options.items() if k != "progress"}  # progress does not change the data
         wanted = _record(seed, Options(**content))
         if load_json(record) != wanted:
-            raise ValueError(f"{root} holds a synthetic dataset made with other settings ({record}); "
-                             "delete it, pick another root, or call generate(..., overwrite=True)")
+            raise DataError(f"holds a synthetic dataset made with other settings ({record}); "
+                            "delete it, pick another root, or call generate(..., overwrite=True)", file=root)
     return root
 
 
@@ -860,7 +862,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing root")
     args = parser.parse_args(argv)
     try:
-        generate(args.root, args.seed, overwrite=args.overwrite)
+        with user_errors_reported():  # a root holding another dataset, a bad option
+            generate(args.root, args.seed, overwrite=args.overwrite)
     except FileExistsError as e:
         parser.exit(1, f"error: {e}\n")
 

@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from spacewalk.durations import parse_duration
+from spacewalk.errors import ConfigError
 from spacewalk.modalities import Modalities
 
 # `context: 5min` in a config, read as seconds where a number is needed: ${seconds:${context}}
@@ -62,24 +63,28 @@ def bank_folder(encoder: str | None, text_encoder: str | None, modalities: str) 
 OmegaConf.register_new_resolver("bank_folder", bank_folder, replace=True)
 
 
-def check_context(cfg: DictConfig) -> None:
-    """Refuse a context window that cannot be read or is not positive (context=0s, context=-1min) before anything
-    is built or read: an empty window has no cell, and the windows' loops would never end on it."""
-    if cfg.get("context") is None:
-        return
-    value = cfg.context
-    try:
-        seconds = parse_duration(value)
-    except ValueError as error:
-        raise ValueError(f"context={value}: {error}") from None
-    if not seconds > 0:
-        raise ValueError(f"context={value}: the context window must be longer than 0 s; write e.g. 30s, 5min, 1h")
+def check_values(cfg: DictConfig) -> None:
+    """Refuse the values the configs' resolvers read (`context`, `modalities`) before anything is built or read: a
+    context window that cannot be read or is not positive (context=7x, context=0s: an empty window has no cell,
+    and the windows' loops would never end on it), modalities that are not video, text or video+text. Read
+    later, inside a resolver, they would fail only after Lightning is imported and the run directory made."""
+    if cfg.get("context") is not None:
+        value = cfg.context
+        try:
+            seconds = parse_duration(value)
+        except ValueError as error:
+            raise ConfigError(f"context={value}: {error}") from None
+        if not seconds > 0:
+            raise ConfigError(f"context={value}: the context window must be longer than 0 s; write e.g. 30s, 5min, "
+                              "1h")
+    if cfg.get("modalities") is not None:
+        Modalities.parse(cfg.modalities)  # a ConfigError naming the value and the allowed ones
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     from spacewalk.training.tasks import check_model
 
-    check_context(cfg)
+    check_values(cfg)
     check_model(cfg)  # before Lightning is imported: a wrong pair fails in a second
     from spacewalk.training.run import train as run_train
 
@@ -91,7 +96,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     from spacewalk.training.tasks import check_model
 
     if not cfg.get("ckpt_path"):
-        check_context(cfg)  # a re-test reads its run's own context, checked when it trained
+        check_values(cfg)  # a re-test reads its run's own values, checked when it trained
         check_model(cfg)  # before Lightning is imported: a wrong pair fails in a second
     from spacewalk.training.run import evaluate as run_evaluate
 

@@ -10,6 +10,7 @@ import hydra
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from spacewalk.errors import ConfigError
 from spacewalk.io import write_text
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def check_checkpoint(path: Path, what: str) -> None:
     import zipfile
 
     if not path.is_file():
-        raise FileNotFoundError(f"{what}: checkpoint not found: {path}")
+        raise ConfigError(f"{what}: checkpoint not found: {path}")
     size = path.stat().st_size
     if size == 0:
         problem = "is empty (0 bytes)"
@@ -84,7 +85,7 @@ def check_checkpoint(path: Path, what: str) -> None:
             return
         except Exception:  # noqa: BLE001  (whatever torch raises on a torn file: EOFError, UnpicklingError, ...)
             problem = f"is not a whole checkpoint ({size} bytes: truncated by an interrupted copy or save?)"
-    raise ValueError(f"{what}: {path} {problem}; copy it again from where it was written, or pass another "
+    raise ConfigError(f"{what}: {path} {problem}; copy it again from where it was written, or pass another "
                      "checkpoint of the run (its checkpoints/ folder keeps last.ckpt and the best epoch's)")
 
 
@@ -98,8 +99,8 @@ def resume_path(cfg: DictConfig) -> str | None:
         # Lightning names the second callback's last-v1.ckpt, and either may be the newer (mid-epoch, epoch end)
         candidates = sorted(folder.glob("last*.ckpt"), key=lambda p: p.stat().st_mtime_ns)
         if not candidates:
-            raise FileNotFoundError(f"ckpt_path=last but {folder / 'last.ckpt'} does not exist: pass "
-                                    "hydra.run.dir=<the run to resume>")
+            raise ConfigError(f"ckpt_path=last but {folder / 'last.ckpt'} does not exist: pass "
+                              "hydra.run.dir=<the run to resume>")
         check_checkpoint(candidates[-1], "ckpt_path=last")
         return str(candidates[-1])
     check_checkpoint(Path(cfg.ckpt_path), f"ckpt_path={cfg.ckpt_path}")
@@ -130,7 +131,7 @@ def load_run_config(ckpt: Path, output_dir: str) -> DictConfig:
     run_cfg_file = ckpt.parent.parent / RESOLVED_CONFIG
     check_checkpoint(ckpt, f"ckpt_path={ckpt}")
     if not run_cfg_file.is_file():
-        raise FileNotFoundError(f"{run_cfg_file} not found: ckpt_path must be <train run>/checkpoints/<name>.ckpt")
+        raise ConfigError(f"{run_cfg_file} not found: ckpt_path must be <train run>/checkpoints/<name>.ckpt")
     run_cfg = OmegaConf.load(run_cfg_file)
     with open_dict(run_cfg):
         run_cfg.paths.output_dir = output_dir

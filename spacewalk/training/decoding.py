@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from spacewalk.errors import ConfigError
 from spacewalk.io import write_json
 from spacewalk.spacewalk18.emissions import (
     Emissions,
@@ -61,7 +62,7 @@ GRID = "decoding_grid"  # the DataModule's name for the whole-recording grid sam
 def enabled(cfg: DictConfig) -> bool:
     name = (cfg.get("decoding") or {}).get("name")
     if name not in (None, "none") and name not in SETTINGS:
-        raise ValueError(f"decoding.name must be none or one of {SETTINGS}, got {name!r}")
+        raise ConfigError(f"decoding.name must be none or one of {SETTINGS}, got {name!r}")
     return name not in (None, "none")
 
 
@@ -192,8 +193,8 @@ def _decoder_and_runners(cfg: DictConfig, datamodule, model, output_dir: Path):
     for ckpt in dc.get("ensemble") or []:
         members.append(_member_scores(str(ckpt), output_dir / "ensemble", whole, grids, blocks))
         if not whole and members[-1]["context"] > datamodule.context_seconds:
-            raise ValueError(f"decoding=within_window keeps to the sample's window: ensemble member {ckpt} sees "
-                             f"{members[-1]['context']:g} s, more than this run's {datamodule.context_seconds:g} s")
+            raise ConfigError(f"decoding=within_window keeps to the sample's window: ensemble member {ckpt} sees "
+                              f"{members[-1]['context']:g} s, more than this run's {datamodule.context_seconds:g} s")
     val_labels = _labels(samples["val"])
     common = {"plan": asdict(plan), "ensemble": [str(c) for c in dc.get("ensemble") or []]}
     runners = []

@@ -26,6 +26,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from spacewalk.errors import ConfigError
 from spacewalk.training.build import build_datamodule, build_model
 from spacewalk.training.common import start_run
 from spacewalk.training.run import Recipe, Run
@@ -75,8 +76,8 @@ class IntraVideoRetrieval(Recipe):
     def check(self, cfg: DictConfig) -> None:
         # every model of the task, TW-FINCH included
         if cfg.get("split", "test") != "test":
-            raise ValueError("intra-video retrieval scores the test split, with val reported beside it (got "
-                             f"split={cfg.split})")
+            raise ConfigError("intra-video retrieval scores the test split, with val reported beside it (got "
+                              f"split={cfg.split})")
 
     def build(self, cfg: DictConfig, output_dir: Path):
         datamodule = build_datamodule(cfg, text_always=False)

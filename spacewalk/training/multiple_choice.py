@@ -20,6 +20,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from spacewalk.errors import ConfigError
 from spacewalk.io import write_text
 from spacewalk.multiple_choice import runner
 from spacewalk.training.common import RESOLVED_CONFIG
@@ -33,7 +34,7 @@ class MultipleChoice(Recipe):
     `non_learned`, the runner (train.py refuses: the models answer zero-shot)."""
 
     def retest_config(self, cfg: DictConfig, run_cfg: DictConfig) -> DictConfig:
-        raise ValueError("a multiple-choice run has no checkpoint; re-run its command (it resumes) instead")
+        raise ConfigError("a multiple-choice run has no checkpoint; re-run its command (it resumes) instead")
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any] | None:
         settings = cfg.get("multiple_choice") or {}
@@ -43,7 +44,7 @@ class MultipleChoice(Recipe):
         task = hydra.utils.instantiate(cfg.data, _convert_="all")
         backend = hydra.utils.instantiate(cfg.model, _convert_="all")
         if not hasattr(backend, "answer"):
-            raise ValueError(f"model {cfg.model.get('_target_')} is not a multiple-choice backend (no answer())")
+            raise ConfigError(f"model {cfg.model.get('_target_')} is not a multiple-choice backend (no answer())")
         # what the records depend on: a re-run in this directory with anything else here is refused
         identity = {"data": OmegaConf.to_container(cfg.data, resolve=True),
                     "model": OmegaConf.to_container(cfg.model, resolve=True)}

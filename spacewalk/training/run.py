@@ -23,6 +23,7 @@ import hydra
 import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
+from spacewalk.errors import ConfigError
 from spacewalk.training.common import (
     best_checkpoint,
     build_trainer,
@@ -41,8 +42,8 @@ def recipe(cfg: DictConfig) -> Recipe:
     """The task's recipe: the RECIPE of the module named by task.recipe."""
     task = cfg.get("task")
     if task is None or not task.get("recipe"):
-        raise ValueError("the config has no task.recipe (conf/task/): a run directory written before tasks "
-                         "existed cannot be re-evaluated by this version")
+        raise ConfigError("the config has no task.recipe (conf/task/): a run directory written before tasks "
+                          "existed cannot be re-evaluated by this version")
     return importlib.import_module(task.recipe).RECIPE
 
 
@@ -121,19 +122,19 @@ class Recipe:
 
 # ---- the sequence --------------------------------------------------------------------------------------------
 
-def _nothing_to_train(cfg: DictConfig) -> ValueError:
-    return ValueError(f"model={model_choice(cfg)} has nothing to train: score it with `python evaluate.py "
-                      f"model={model_choice(cfg)} ...` (task {cfg.task.name})")
+def _nothing_to_train(cfg: DictConfig) -> ConfigError:
+    return ConfigError(f"model={model_choice(cfg)} has nothing to train: score it with `python evaluate.py "
+                       f"model={model_choice(cfg)} ...` (task {cfg.task.name})")
 
 
-def _trained(cfg: DictConfig) -> ValueError:
-    return ValueError(f"model={model_choice(cfg)} is trained: run train.py, or re-test one of its checkpoints "
-                      "with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
+def _trained(cfg: DictConfig) -> ConfigError:
+    return ConfigError(f"model={model_choice(cfg)} is trained: run train.py, or re-test one of its checkpoints "
+                       "with `python evaluate.py ckpt_path=<run>/checkpoints/X.ckpt`")
 
 
 def _check_test_split(cfg: DictConfig, why: str) -> None:
     if cfg.get("split", "test") != "test":
-        raise ValueError(f"{why} (got split={cfg.split})")
+        raise ConfigError(f"{why} (got split={cfg.split})")
 
 
 def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bool,
@@ -143,14 +144,14 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
     retest = ckpt is not None
     if not is_lightning(cfg.model):
         if retest:
-            raise ValueError(f"model {cfg.model._target_} is not a LightningModule: it has no checkpoint")
+            raise ConfigError(f"model {cfg.model._target_} is not a LightningModule: it has no checkpoint")
         return recipe.non_learned(cfg, output_dir, training)
     if not retest:
         start_run(cfg)  # the seed and the resolved config evaluate.py ckpt_path=... rebuilds the run from
     # test=false: a selection run of train.py (a re-tested checkpoint is tested whatever its run said)
     val_only = training and not cfg.get("test", True)
     if val_only and not recipe.val_only:
-        raise ValueError(f"task {cfg.task.name} has no test=false: its runs write val and test together")
+        raise ConfigError(f"task {cfg.task.name} has no test=false: its runs write val and test together")
     datamodule, model = recipe.build(cfg, output_dir)
     trainable = any(p.requires_grad for p in model.parameters())
     if trainable and not training and not retest:
@@ -195,7 +196,7 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
 # ---- the entry points (spacewalk.training.train / evaluate) ----------------------------------------------------
 
 def train(cfg: DictConfig) -> dict[str, Any]:
-    """train.py, once spacewalk.training.train has checked the context and the (task, model) pair."""
+    """train.py, once spacewalk.training.train has checked the values and the (task, model) pair."""
     task_recipe = recipe(cfg)
     task_recipe.check(cfg)
     resume = resume_path(cfg)  # a resume's checkpoint is checked whole before anything is built or read
@@ -205,7 +206,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """evaluate.py, once spacewalk.training.evaluate has checked the context and the (task, model) pair: score what
+    """evaluate.py, once spacewalk.training.evaluate has checked the values and the (task, model) pair: score what
     needs no training on `cfg.split`, or re-test a train.py checkpoint with its run's config."""
     if not cfg.get("ckpt_path"):
         task_recipe = recipe(cfg)

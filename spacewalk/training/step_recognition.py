@@ -71,11 +71,17 @@ def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> 
 class StepRecognition(Recipe):
     validate_kept = False  # tau travels in the checkpoint (run.py)
 
+    def check(self, cfg: DictConfig) -> None:
+        from spacewalk.training import decoding
+
+        decoding.enabled(cfg)  # a misspelt decoding.name is refused now, not after the whole fit and test
+
     def retest_config(self, cfg: DictConfig, run_cfg: DictConfig) -> DictConfig:
         """`decoding=...` on the evaluate.py command line decodes the checkpoint (re-decoding a finished run)."""
         run_cfg = super().retest_config(cfg, run_cfg)
         with open_dict(run_cfg):
             run_cfg.decoding = cfg.get("decoding") or {"name": "none"}
+        self.check(run_cfg)
         return run_cfg
 
     def build(self, cfg: DictConfig, output_dir: Path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from spacewalk.errors import ConfigError
+
 
 def model_choice(cfg: DictConfig) -> str | None:
     """The conf/model/ config the command chose (`model=...`), from the composed config's hydra node or, inside
@@ -23,5 +25,5 @@ def check_model(cfg: DictConfig) -> None:
     task = cfg.task
     choice, accepted = model_choice(cfg), list(task.get("models") or [])
     if choice is not None and choice not in accepted:
-        raise ValueError(f"model={choice} does not fit task={task.name}; the models of {task.name} "
-                         f"(conf/task/{task.name}.yaml task.models): {', '.join(accepted)}")
+        raise ConfigError(f"model={choice} does not fit task={task.name}; the models of {task.name} "
+                          f"(conf/task/{task.name}.yaml task.models): {', '.join(accepted)}")

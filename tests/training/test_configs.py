@@ -8,6 +8,7 @@ import torch
 from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
+from spacewalk.errors import ConfigError
 
 from conftest import REPO, compose_evaluate, compose_train
 
@@ -166,7 +167,7 @@ def test_ckpt_path_last_resumes_from_the_newest_last_checkpoint(tmp_path):
     from spacewalk.training.common import resume_path
 
     cfg = OmegaConf.create({"ckpt_path": "last", "paths": {"output_dir": str(tmp_path)}})
-    with pytest.raises(FileNotFoundError, match="last.ckpt"):
+    with pytest.raises(ConfigError, match="last.ckpt"):
         resume_path(cfg)
     folder = tmp_path / "checkpoints"
     folder.mkdir()
@@ -177,7 +178,7 @@ def test_ckpt_path_last_resumes_from_the_newest_last_checkpoint(tmp_path):
     os.utime(folder / "last.ckpt", (400, 400))
     assert resume_path(cfg) == str(folder / "last.ckpt")
     assert resume_path(OmegaConf.create({"ckpt_path": str(folder / "epoch00.ckpt")})) == str(folder / "epoch00.ckpt")
-    with pytest.raises(FileNotFoundError, match="ckpt_path=x.ckpt: checkpoint not found"):
+    with pytest.raises(ConfigError, match="ckpt_path=x.ckpt: checkpoint not found"):
         resume_path(OmegaConf.create({"ckpt_path": "x.ckpt"}))
 
 

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from spacewalk.command_errors import user_errors_reported
 from spacewalk.hirest.synthetic.generate import generate_hirest
 from spacewalk.hirest.synthetic.options import HiRESTOptions
 
@@ -18,7 +19,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing root")
     args = parser.parse_args(argv)
     try:
-        generate_hirest(args.root, HiRESTOptions(seed=args.seed), overwrite=args.overwrite)
+        with user_errors_reported():  # a root holding another dataset, a bad option
+            generate_hirest(args.root, HiRESTOptions(seed=args.seed), overwrite=args.overwrite)
     except FileExistsError as e:
         parser.exit(1, f"error: {e}\n")
 
