@@ -52,7 +52,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 from datamodules.global_batches import EpochPermutation, share
 from datamodules.step_recognition import StepRecognitionDataModule
 from spacewalk.encoders import uniform_frame_indices
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.modalities import Modalities
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window, context_windows
 from spacewalk.video import open_video, segment_timestamps, sparse_timestamps
@@ -126,7 +126,7 @@ class WindowInputs:
                  max_sentences: int | None = None, num_frames: int | None = None, video_backend: str = "decord",
                  text_chunk: int = 64, augment: bool = True):
         if max_sentences is not None and max_sentences < 1:
-            raise ValueError(f"max_sentences must be positive or None, got {max_sentences}")
+            raise ConfigError(f"max_sentences must be positive or None, got {max_sentences}")
         modalities = Modalities.parse(modalities)
         self.dataset, self.modalities = dataset, modalities
         self.max_sentences = max_sentences
@@ -139,16 +139,16 @@ class WindowInputs:
         if modalities.video:
             video = video_encoder
             if not hasattr(video, "trainable_tower"):
-                raise ValueError("all-layer video needs a video encoder with weights to train (encoder=clip_vit_b32, "
-                                 f"eva02_clip, tiny_clip, xclip, videomae); got "
-                                 f"{getattr(video, 'identity', 'external features')}")
+                raise ConfigError("all-layer video needs a video encoder with weights to train (encoder=clip_vit_b32, "
+                                  f"eva02_clip, tiny_clip, xclip, videomae); got "
+                                  f"{getattr(video, 'identity', 'external features')}")
             self.num_frames = int(num_frames or video.num_frames)
             if not getattr(video, "averages_frames", False) and self.num_frames != video.num_frames:
-                raise ValueError(f"{video.identity} is a clip model trained on {video.num_frames} frames per clip; its "
-                                 f"tower takes exactly that many, not datamodule.num_frames={self.num_frames}")
+                raise ConfigError(f"{video.identity} is a clip model trained on {video.num_frames} frames per clip; "
+                                  f"its tower takes exactly that many, not datamodule.num_frames={self.num_frames}")
             self.transforms = {True: video.clip_transform(train=augment), False: video.clip_transform(train=False)}
         if modalities.text and text_encoder is None:
-            raise ValueError(f"modalities={modalities} needs a text encoder")
+            raise ConfigError(f"modalities={modalities} needs a text encoder")
         self.tokenizer = self.text_encoder.model.tokenizer if self.text_encoder is not None else None
 
     def window_sentences(self, rec, start: np.ndarray, end: np.ndarray) -> list[np.ndarray]:
@@ -267,8 +267,8 @@ class ShareLoaders:
         trainer = self.trainer
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         if world > 1 and trainer._accelerator_connector.use_distributed_sampler:
-            raise ValueError(f"the {name} loader splits global batches across processes itself: "
-                             "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
+            raise ConfigError(f"the {name} loader splits global batches across processes itself: "
+                              "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
         sampler = ShareBatchSampler(len(labelled), self.batch_size if split == "train" else self.eval_batch_size,
                                     shuffle, self.seed, rank, world, labelled)
         if split == "train":
@@ -359,16 +359,16 @@ class AllLayerDataModule(ShareLoaders, StepRecognitionDataModule):
         # dense: the bank's clip feature needs no per-frame features; no cells: no LFB head reads them here
         super().__init__(*args, frame_sampling="dense", cells=False, **kwargs)
         if frames not in ("sparse", "cells"):
-            raise ValueError(f"frames must be 'sparse' or 'cells', got {frames!r}")
+            raise ConfigError(f"frames must be 'sparse' or 'cells', got {frames!r}")
         if frames == "cells" and not self.modalities.only_video:
-            raise ValueError(f"frames='cells' reads the video cells of modalities=video, got {self.modalities}")
+            raise ConfigError(f"frames='cells' reads the video cells of modalities=video, got {self.modalities}")
         # text_cells is the config's "an LFB head reads the window's cells": texts for the text tower; the video
         # tower's cells are frames="cells"
         if text_cells and self.modalities.only_video and frames != "cells":
-            raise ValueError("an LFB head over the video tower reads the window's cells: set datamodule.frames=cells")
+            raise ConfigError("an LFB head over the video tower reads the window's cells: set datamodule.frames=cells")
         if text_cells and self.modalities.video and self.modalities.text:
-            raise ValueError("text_cells (a trainable tower under an LFB head) needs modalities=text or video, got "
-                             f"{self.modalities}")
+            raise ConfigError("text_cells (a trainable tower under an LFB head) needs modalities=text or video, got "
+                              f"{self.modalities}")
         self.text_cells = bool(text_cells) and self.modalities.only_text
         self.cell_texts: dict[str, list[str]] = {}  # per recording: the joined text of each bank cell
         self.frames = frames

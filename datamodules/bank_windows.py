@@ -18,6 +18,7 @@ import numpy as np
 import pytorch_lightning as pl
 from torch.utils.data import Dataset
 
+from spacewalk.errors import ConfigError
 from spacewalk.grid import cell_span
 from spacewalk.modalities import Modalities
 from spacewalk.spacewalk18.dataset import SPLITS, Spacewalk18
@@ -37,11 +38,11 @@ def window_text_features(sentences: np.ndarray, starts: np.ndarray, ends: np.nda
     sentences [S, Dt] are the sentence embeddings, starts/ends [S] their times in seconds.
     """
     if pool not in TEXT_POOLS:
-        raise ValueError(f"text_pool must be one of {TEXT_POOLS}, got {pool!r}")
+        raise ConfigError(f"text_pool must be one of {TEXT_POOLS}, got {pool!r}")
     if not context_seconds > 0:  # an empty window has no sentence, and empty="widen" would double 0 s forever
-        raise ValueError(f"context_seconds must be positive, got {context_seconds}")
+        raise ConfigError(f"context_seconds must be positive, got {context_seconds}")
     if empty not in EMPTY_TEXTS:
-        raise ValueError(f"empty_text must be one of {EMPTY_TEXTS}, got {empty!r}")
+        raise ConfigError(f"empty_text must be one of {EMPTY_TEXTS}, got {empty!r}")
     sentences = np.asarray(sentences, dtype=np.float32)
     starts, ends, t = (np.asarray(x, dtype=np.float64) for x in (starts, ends, t))
 
@@ -133,14 +134,14 @@ class BankWindowsDataModule(pl.LightningDataModule):
         for name, value, allowed in (("text_pool", text_pool, TEXT_POOLS), ("empty_text", empty_text, EMPTY_TEXTS),
                                      ("frame_sampling", frame_sampling, FRAME_SAMPLINGS)):
             if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+                raise ConfigError(f"{name} must be one of {allowed}, got {value!r}")
         if num_frames is not None and (isinstance(num_frames, bool) or not isinstance(num_frames, int)
                                        or num_frames < 1):
-            raise ValueError(f"num_frames must be a positive int or None (the encoder's count), got {num_frames!r}")
+            raise ConfigError(f"num_frames must be a positive int or None (the encoder's count), got {num_frames!r}")
         if modalities.text and text_encoder is None:
-            raise ValueError(f"modalities={modalities} needs a text encoder")
+            raise ConfigError(f"modalities={modalities} needs a text encoder")
         if not context_seconds > 0:
-            raise ValueError(f"context_seconds must be positive, got {context_seconds}")
+            raise ConfigError(f"context_seconds must be positive, got {context_seconds}")
         self.dataset = dataset
         self.context_seconds = float(context_seconds)
         self.modalities = modalities
@@ -163,7 +164,7 @@ class BankWindowsDataModule(pl.LightningDataModule):
             if not getattr(video_encoder, "averages_frames", False):
                 what = ("external video features" if video_encoder is None
                         else f"{video_encoder.identity}, which encodes a clip as a whole,")
-                raise ValueError(
+                raise ConfigError(
                     f"frame_sampling='sparse' pools k frames spread over each window from the bank's per-frame "
                     f"features, which only encoders that average frame embeddings have (open_clip, thumbnail); "
                     f"{what} would need one encoder call on k decoded frames per sample and context length, "
@@ -203,8 +204,8 @@ class BankWindowsDataModule(pl.LightningDataModule):
     def window_video(self, bank: RecordingBank, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """v [N, Dv] of the windows [start, end) of one recording's bank (module docstring)."""
         if bank.video is None:
-            raise ValueError(f"{bank.video_id}: the feature bank holds no video features (a text-only bank, or "
-                             f"no video file), but modalities={self.modalities}: use modalities=text")
+            raise ConfigError(f"{bank.video_id}: the feature bank holds no video features (a text-only bank, or "
+                              f"no video file), but modalities={self.modalities}: use modalities=text")
         if self.frame_sampling == "sparse":
             return sparse_window_video(bank.frame_video, bank.frame_time, start, end, self.num_frames)
         return dense_window_video(bank.video, start, end, bank.segment_seconds)

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 import numpy as np
 from torch.utils.data import BatchSampler, Sampler
 
+from spacewalk.errors import ConfigError
+
 
 class EpochPermutation(Sampler[int]):
     """0..n-1 in the order of epoch e: a permutation drawn from (seed, e), or in order without shuffling."""
@@ -49,7 +51,7 @@ def global_batch_sampler(n: int, batch_size: int, shuffle: bool, seed: int = 0) 
     `dataloader.batch_sampler.sampler` (lightning_fabric's `_set_sampler_epoch`), never on the batch
     sampler itself."""
     if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+        raise ConfigError(f"batch_size must be positive, got {batch_size}")
     return BatchSampler(EpochPermutation(n, shuffle, seed), int(batch_size), drop_last=False)
 
 

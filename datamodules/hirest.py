@@ -43,7 +43,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.hirest.dataset import HiREST, VideoAnnotation
 from spacewalk.hirest.joint_model_io import INFERENCE_MODES, TASKS, caption_tokenizer, step_frame_indices, time_to_frame
 
@@ -131,7 +131,7 @@ class RoundRobinBatchSampler(Sampler[list[int]]):
     def __init__(self, task_sizes: Mapping[str, int], batch_size: int, seed: int = 0, shuffle: bool = True,
                  rank: int = 0, world_size: int = 1, drop_last: bool = False):
         if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+            raise ConfigError(f"batch_size must be positive, got {batch_size}")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside world size {world_size}")
         self.task_sizes = {t: int(n) for t, n in task_sizes.items()}
@@ -246,12 +246,12 @@ class HiRESTDataModule(pl.LightningDataModule):
         on ("val" gives predictions to score against the val GT)."""
         super().__init__()
         if inference not in INFERENCE_MODES:
-            raise ValueError(f"inference must be one of {INFERENCE_MODES}, got {inference!r}")
+            raise ConfigError(f"inference must be one of {INFERENCE_MODES}, got {inference!r}")
         unknown = set(train_tasks) - set(TASKS)
         if unknown or not train_tasks:
-            raise ValueError(f"train_tasks must be a non-empty subset of {TASKS}, got {list(train_tasks)}")
+            raise ConfigError(f"train_tasks must be a non-empty subset of {TASKS}, got {list(train_tasks)}")
         if predict_split not in ("train", "val", "test"):
-            raise ValueError(f"predict_split must be train, val or test, got {predict_split!r}")
+            raise ConfigError(f"predict_split must be train, val or test, got {predict_split!r}")
         self.hirest = hirest if isinstance(hirest, HiREST) else HiREST(hirest)
         self.features = features
         self._tokenizer = tokenizer
@@ -380,7 +380,7 @@ class HiRESTDataModule(pl.LightningDataModule):
         rank, world = self._rank_world()
         trainer = self.trainer
         if world > 1 and trainer is not None and trainer._accelerator_connector.use_distributed_sampler:
-            raise ValueError("the HiREST round-robin loader shards itself: set trainer.use_distributed_sampler=false")
+            raise ConfigError("the HiREST round-robin loader shards itself: set trainer.use_distributed_sampler=false")
         samples = self.task_samples("train", "loss")
         flat = [s for t in self.train_tasks for s in samples[t]]
         return DataLoader(_SampleDataset(flat, self.load), batch_sampler=self.train_sampler(rank, world),

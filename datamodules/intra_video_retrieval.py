@@ -44,6 +44,7 @@ from torch.utils.data import DataLoader
 
 from datamodules.bank_windows import BankWindowsDataModule, Indices
 from datamodules.global_batches import share
+from spacewalk.errors import ConfigError
 from spacewalk.modalities import Modalities
 from spacewalk.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
 from spacewalk.spacewalk18.feature_bank import BankConfig, RecordingBank
@@ -81,8 +82,8 @@ class IntraVideoRetrievalDataModule(BankWindowsDataModule):
         self.sample_sources = {s: "auto" for s in SPLITS} | dict(samples or {})
         for split, source in self.sample_sources.items():
             if split not in SPLITS or source not in SOURCES:
-                raise ValueError(f"samples: expected {{split: one of {SOURCES}}} for splits {SPLITS}, got "
-                                 f"{split!r}: {source!r}")
+                raise ConfigError(f"samples: expected {{split: one of {SOURCES}}} for splits {SPLITS}, got "
+                                  f"{split!r}: {source!r}")
         self.sampler = (sampler if isinstance(sampler, RetrievalSamplerConfig)
                         else RetrievalSamplerConfig(**(sampler or {})))
         self.splits: dict[str, RetrievalSplit] = {}
@@ -113,7 +114,9 @@ class IntraVideoRetrievalDataModule(BankWindowsDataModule):
                 # a short recording (the synthetic ones) may have no usable pair: it has no samples
                 log.warning("intra-video retrieval: %s (%s split) has no samples: %s", rec.video_id, split, e)
         if not out:
-            raise ValueError(f"no video of the {split} split has a usable pair of segments for retrieval samples")
+            raise ConfigError(f"no video of the {split} split has a usable pair of segments for retrieval samples with "
+                              f"datamodule.sampler.margin_seconds={self.sampler.margin_seconds} and "
+                              f"min_distance_seconds={self.sampler.min_distance_seconds}")
         return out
 
     def setup(self, stage: str | None = None) -> None:
@@ -175,8 +178,8 @@ class IntraVideoRetrievalDataModule(BankWindowsDataModule):
         trainer = self.trainer
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         if world > 1 and trainer._accelerator_connector.use_distributed_sampler:
-            raise ValueError("the intra-video retrieval loader splits global batches across processes itself: "
-                             "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
+            raise ConfigError("the intra-video retrieval loader splits global batches across processes itself: "
+                              "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
         generator = torch.Generator().manual_seed(self.seed) if shuffle else None
         return DataLoader(Indices(len(self.splits[split].label)),
                           batch_size=self.batch_size if split == "train" else self.eval_batch_size, shuffle=shuffle,

@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from datamodules.all_layer import Item, ShareBatchSampler, ShareLoaders, WindowInputs, sample_rng
 from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule, RetrievalSplit
+from spacewalk.errors import ConfigError
 from spacewalk.spacewalk18.dataset import FPS, SPLITS, RetrievalSample
 from spacewalk.spacewalk18.windows import context_windows
 
@@ -71,8 +72,8 @@ class AllLayerRetrievalDataModule(ShareLoaders, IntraVideoRetrievalDataModule):
         kwargs.pop("frame_sampling", None)  # k frames decoded per window: the towers' own sampling
         text_pool, empty_text = kwargs.pop("text_pool", "mean"), kwargs.pop("empty_text", "zero")
         if (text_pool, empty_text) != ("mean", "zero"):
-            raise ValueError("the all-layer retrieval recipe's text tower pools a window as text_pool=mean, "
-                             f"empty_text=zero; got text_pool={text_pool!r}, empty_text={empty_text!r}")
+            raise ConfigError("the all-layer retrieval recipe's text tower pools a window as text_pool=mean, "
+                              f"empty_text=zero; got text_pool={text_pool!r}, empty_text={empty_text!r}")
         super().__init__(*args, **kwargs)
         self.inputs = WindowInputs(self.dataset, self.modalities, self.bank.text_encoder, self.bank.video_encoder,
                                    max_sentences=max_sentences, num_frames=num_frames, video_backend=video_backend,

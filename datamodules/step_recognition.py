@@ -59,6 +59,7 @@ from torch.utils.data import DataLoader
 
 from datamodules.bank_windows import BankWindowsDataModule, Indices
 from datamodules.global_batches import global_batch_sampler, share
+from spacewalk.errors import ConfigError
 from spacewalk.grid import cell_of, cell_span
 from spacewalk.modalities import Modalities
 from spacewalk.spacewalk18.dataset import SPLITS, Recording, Spacewalk18, StepSample
@@ -233,8 +234,8 @@ class StepRecognitionDataModule(BankWindowsDataModule):
         trainer = self.trainer
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
         if world > 1 and trainer._accelerator_connector.use_distributed_sampler:
-            raise ValueError("the step-recognition loader splits global batches across processes itself: "
-                             "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
+            raise ConfigError("the step-recognition loader splits global batches across processes itself: "
+                              "set trainer.use_distributed_sampler=false (conf/trainer/default.yaml does)")
         n = len(self.splits[split].label)
         sampler = global_batch_sampler(n, self.batch_size if split == "train" else self.eval_batch_size, shuffle,
                                        self.seed)

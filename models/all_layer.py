@@ -39,6 +39,7 @@ from torch import nn
 
 from models.step_recognition import StepRecognitionModule
 from spacewalk.encoders import VideoTower
+from spacewalk.errors import ConfigError
 from spacewalk.modalities import Modalities
 
 Batch = dict[str, Any]
@@ -61,7 +62,8 @@ def freeze_first_blocks(tower: nn.Module, n: int) -> None:
         return
     blocks, before = _blocks_and_stem(tower)
     if n > len(blocks):
-        raise ValueError(f"cannot freeze {n} blocks of a tower with {len(blocks)}")
+        raise ConfigError(f"cannot freeze {n} blocks (video_freeze_blocks / text_freeze_blocks) of a tower with "
+                          f"{len(blocks)}")
     later = {id(p) for block in blocks[n:] for p in block.parameters()}
     for p in [p for block in blocks[:n] for p in block.parameters()] + before:
         if id(p) not in later:
@@ -83,7 +85,7 @@ class TrainableTowers(nn.Module):
         window feature [t] / [v, t]."""
         super().__init__()
         if text_blocks not in (1, 2):
-            raise ValueError(f"text_blocks must be 1 or 2, got {text_blocks}")
+            raise ConfigError(f"text_blocks must be 1 or 2, got {text_blocks}")
         modalities = Modalities.parse(modalities)
         self.modalities, self.text_blocks = modalities, text_blocks
         self.video = self.text = self.lfb = None
@@ -92,20 +94,20 @@ class TrainableTowers(nn.Module):
 
             heads = {"avg": LFBAvg, "cat": LFBCat}
             if lfb not in heads or (modalities.video and modalities.text):
-                raise ValueError(f"lfb must be one of {tuple(heads)} with modalities=text or video, got {lfb!r} "
-                                 f"with {modalities}")
+                raise ConfigError(f"lfb must be one of {tuple(heads)} with modalities=text or video, got {lfb!r} "
+                                  f"with {modalities}")
             self.lfb = heads[lfb](dim, **(lfb_options or {}))
         if modalities.video:
             if not hasattr(video_encoder, "trainable_tower"):
-                raise ValueError("modalities with video need a video encoder with weights to train (open_clip, "
-                                 f"X-CLIP, VideoMAE), got {getattr(video_encoder, 'identity', video_encoder)}")
+                raise ConfigError("modalities with video need a video encoder with weights to train (open_clip, "
+                                  f"X-CLIP, VideoMAE), got {getattr(video_encoder, 'identity', video_encoder)}")
             self.video = video_encoder.trainable_tower()
             freeze_first_blocks(self.video, video_freeze_blocks)
             if activation_checkpointing:
                 self.video.set_activation_checkpointing(True)
         if modalities.text:
             if text_encoder is None or not hasattr(text_encoder, "model"):
-                raise ValueError("modalities with text need a sentence-transformers text encoder (MiniLM)")
+                raise ConfigError("modalities with text need a sentence-transformers text encoder (MiniLM)")
             self.text = copy.deepcopy(text_encoder.model[0].auto_model).train().requires_grad_(True)
             if getattr(self.text, "pooler", None) is not None:
                 # mean pooling never reads BERT's pooler: frozen, so DDP does not wait for its gradients
@@ -116,7 +118,7 @@ class TrainableTowers(nn.Module):
         width = (self.video.dim if self.video is not None else 0) + \
             (text_blocks * self.text.config.hidden_size if self.text is not None else 0)
         if width != dim:
-            raise ValueError(f"the towers give {width}-d features but the step features are {dim}-d")
+            raise ConfigError(f"the towers give {width}-d features but the step features are {dim}-d")
 
     def encode_texts(self, ids: list[torch.Tensor], masks: list[torch.Tensor]) -> torch.Tensor:
         """[U, Dt] unit rows: mean pooling over tokens, as sentence-transformers does for MiniLM."""
@@ -145,7 +147,7 @@ class TrainableTowers(nn.Module):
     def video_cells(self, batch: Batch) -> torch.Tensor:
         """[B, M, Dv]: each window cell's clip feature (the DataModule's frames="cells"); padding is zero."""
         if "cell_frames" not in batch:
-            raise ValueError("video cells need the DataModule's frames='cells' (datamodule.frames=cells)")
+            raise ConfigError("video cells need the DataModule's frames='cells' (datamodule.frames=cells)")
         mask = batch.get("cell_frame_mask")
         rows = self.video(batch["cell_frames"]) if mask is None else self.video(batch["cell_frames"], mask)
         cell_mask = batch["cell_mask"]
@@ -185,7 +187,7 @@ class AllLayerModule(StepRecognitionModule):
 
 def check_warmup_fraction(warmup_fraction: float) -> None:
     if not 0 <= warmup_fraction < 1:
-        raise ValueError(f"warmup_fraction must lie in [0, 1), got {warmup_fraction}")
+        raise ConfigError(f"warmup_fraction must lie in [0, 1), got {warmup_fraction}")
 
 
 def tower_optimizer(module, lrs: dict[str, float | None], warmup_fraction: float) -> dict[str, Any]:
@@ -206,7 +208,7 @@ def tower_optimizer(module, lrs: dict[str, float | None], warmup_fraction: float
                    {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0, **extra}]
     groups = [g for g in groups if g["params"]]
     if not groups:
-        raise ValueError("all-layer: every parameter is frozen")
+        raise ConfigError("all-layer: every parameter is frozen")
     optimizer = module.optimizer_factory(params=groups)
     total = int(module.trainer.estimated_stepping_batches)
     warmup = math.ceil(warmup_fraction * total)

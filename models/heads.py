@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from spacewalk.errors import ConfigError
+
 Batch = dict[str, torch.Tensor]
 
 
@@ -152,7 +154,7 @@ class LFBCat(nn.Module):
                  normalize_blocks: bool = False):
         super().__init__()
         if identity_on not in CAT_IDENTITY:
-            raise ValueError(f"identity_on must be one of {tuple(CAT_IDENTITY)}, got {identity_on!r}")
+            raise ConfigError(f"identity_on must be one of {tuple(CAT_IDENTITY)}, got {identity_on!r}")
         self.g = _g(3 * dim, dim, CAT_IDENTITY[identity_on], identity_init)
         self.normalize_blocks = normalize_blocks
 
@@ -253,7 +255,7 @@ class LFBTransformer(nn.Module):
                  identity_init: bool = True):
         super().__init__()
         if dim % nhead:
-            raise ValueError(f"nhead={nhead} must divide the feature dim {dim}")
+            raise ConfigError(f"nhead={nhead} must divide the feature dim {dim}")
         self.position = OffsetEncoding(dim, max_offset)
         layer = nn.TransformerEncoderLayer(dim, nhead, dim_feedforward, dropout, batch_first=True,
                                            norm_first=norm_first)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -82,7 +82,7 @@ class MomentRetrievalBaseline:
 
     def __post_init__(self):
         if self.mode not in ("threshold", "window"):
-            raise ValueError(f"mode must be 'threshold' or 'window', got {self.mode!r}")
+            raise ConfigError(f"mode must be 'threshold' or 'window', got {self.mode!r}")
 
     def bounds(self, frames: np.ndarray, query: np.ndarray, video: str) -> list[float]:
         _same_space(frames, query, video)

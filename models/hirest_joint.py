@@ -65,6 +65,7 @@ from models.beam_search import beam_search
 from models.hirest_joint_losses import task_loss
 from models.hirest_joint_network import HiRESTJointModel
 from models.hirest_segmentation import boundaries_to_steps, peak_span
+from spacewalk.errors import ConfigError
 from spacewalk.hirest import predictions as hirest_predictions
 from spacewalk.hirest.joint_model_io import (
     BERT_CLS_ID,
@@ -103,11 +104,11 @@ class HiRESTJointModule(pl.LightningModule):
         optimiser, the tokenizer and `output_dir` are kept out of the hyper-parameters (the run config has them)."""
         super().__init__()
         if inference not in INFERENCE_MODES:
-            raise ValueError(f"inference must be one of {INFERENCE_MODES}, got {inference!r}")
+            raise ConfigError(f"inference must be one of {INFERENCE_MODES}, got {inference!r}")
         if schedule not in ("linear", "constant"):
-            raise ValueError(f"schedule must be 'linear' or 'constant', got {schedule!r}")
+            raise ConfigError(f"schedule must be 'linear' or 'constant', got {schedule!r}")
         if not 0 <= warmup_fraction < 1:
-            raise ValueError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
+            raise ConfigError(f"warmup_fraction must be in [0, 1), got {warmup_fraction}")
         # plain values only: checkpoints load with load_from_checkpoint(path) and weights_only=True
         self.save_hyperparameters(logger=False, ignore=["optimizer", "output_dir", "tokenizer"])
         self.optimizer_factory = optimizer or PAPER_OPTIMIZER
@@ -128,8 +129,8 @@ class HiRESTJointModule(pl.LightningModule):
         tok, hp = self._tokenizer, self.hparams
         ids = (tok.cls_token_id, tok.sep_token_id, tok.pad_token_id)
         if ids != (hp.bos_id, hp.eos_id, hp.pad_id) or len(tok) > hp.vocab_size:
-            raise ValueError(f"the tokenizer ([CLS], [SEP], [PAD] = {ids}, {len(tok)} tokens) does not match the "
-                             f"model (bos/eos/pad = {(hp.bos_id, hp.eos_id, hp.pad_id)}, vocab {hp.vocab_size})")
+            raise ConfigError(f"the tokenizer ([CLS], [SEP], [PAD] = {ids}, {len(tok)} tokens) does not match the "
+                              f"model (bos/eos/pad = {(hp.bos_id, hp.eos_id, hp.pad_id)}, vocab {hp.vocab_size})")
         return tok
 
     # ---------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.step_recognition import StepRecognitionModule
+from spacewalk.errors import ConfigError
 from spacewalk.spacewalk18.predictions import write_retrieval_predictions
 from spacewalk.spacewalk18.scoring import retrieval_accuracy
 
@@ -81,7 +82,7 @@ class IntraVideoRetrievalModule(pl.LightningModule):
                  output_dir: str | Path | None = None):
         super().__init__()
         if temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
+            raise ConfigError(f"temperature must be positive, got {temperature}")
         self.save_hyperparameters(logger=False, ignore=["head", "optimizer", "output_dir"])
         self.head = head
         self.optimizer_factory = optimizer

@@ -23,6 +23,7 @@ import torch
 
 from models.all_layer import TrainableTowers, check_warmup_fraction, tower_optimizer
 from models.intra_video_retrieval import IntraVideoRetrievalModule
+from spacewalk.errors import ConfigError
 
 
 class AllLayerRetrievalModule(IntraVideoRetrievalModule):
@@ -31,8 +32,8 @@ class AllLayerRetrievalModule(IntraVideoRetrievalModule):
                  temperature: float = 0.05, normalize: bool = True, tie_seed: int = 43, output_dir=None):
         """`optimizer`: a partial (conf/optimizer/adamw.yaml); `video_lr` / `text_lr` override its lr per tower."""
         if not isinstance(head, TrainableTowers) or head.text_blocks != 1:
-            raise ValueError("the all-layer retrieval recipe trains TrainableTowers in retrieval's window layout, "
-                             f"which holds the text once: TrainableTowers(text_blocks=1), got {type(head).__name__}")
+            raise ConfigError("the all-layer retrieval recipe trains TrainableTowers in retrieval's window layout, "
+                              f"which holds the text once: TrainableTowers(text_blocks=1), got {type(head).__name__}")
         super().__init__(head, optimizer=optimizer, temperature=temperature, normalize=normalize, tie_seed=tie_seed,
                          output_dir=output_dir)
         check_warmup_fraction(warmup_fraction)

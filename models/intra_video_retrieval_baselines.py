@@ -18,6 +18,7 @@ import logging
 
 import numpy as np
 
+from spacewalk.errors import ConfigError
 from spacewalk.spacewalk18.dataset import FPS
 from spacewalk.tw_finch import tw_finch
 
@@ -28,7 +29,9 @@ class TWFinchRetrieval:
     def __init__(self, window_seconds: float = 12.0, stride_seconds: float = 1.0, n_clusters: int = 100,
                  seed: int = 43):
         if window_seconds <= 0 or stride_seconds <= 0 or n_clusters < 1:
-            raise ValueError("window_seconds and stride_seconds must be positive and n_clusters at least 1")
+            raise ConfigError("window_seconds and stride_seconds must be positive and n_clusters at least 1, got "
+                              f"window_seconds={window_seconds}, stride_seconds={stride_seconds}, "
+                              f"n_clusters={n_clusters}")
         self.window_seconds, self.stride_seconds = float(window_seconds), float(stride_seconds)
         self.n_clusters, self.seed = int(n_clusters), int(seed)
 

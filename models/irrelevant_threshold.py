@@ -19,6 +19,8 @@ from typing import Literal
 
 import numpy as np
 
+from spacewalk.errors import ConfigError
+
 Objective = Literal["macro_f1", "binary_f1"]
 OBJECTIVES = ("macro_f1", "binary_f1")
 
@@ -99,7 +101,7 @@ def threshold_curve(video: np.ndarray, label: np.ndarray, step_prediction: np.nd
     the best step in 1..K; max_score: [N] its score.
     """
     if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        raise ConfigError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     video, label, step = (np.asarray(a, dtype=np.int64) for a in (video, label, step_prediction))
     score = np.asarray(max_score, dtype=np.float64)
     num_classes = np.asarray(num_classes, dtype=np.int64)

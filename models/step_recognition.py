@@ -40,6 +40,7 @@ from torch import nn
 
 from models.heads import head_reads_cells
 from models.irrelevant_threshold import OBJECTIVES, Objective, apply_threshold, fit_threshold
+from spacewalk.errors import ConfigError
 from spacewalk.spacewalk18.dataset import Recording, StepSample
 from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
@@ -58,11 +59,11 @@ class StepRecognitionModule(pl.LightningModule):
                  output_dir: str | Path | None = None):
         super().__init__()
         if irrelevant not in IRRELEVANT_MODES:
-            raise ValueError(f"irrelevant must be one of {IRRELEVANT_MODES}, got {irrelevant!r}")
+            raise ConfigError(f"irrelevant must be one of {IRRELEVANT_MODES}, got {irrelevant!r}")
         if tau_objective not in OBJECTIVES:
-            raise ValueError(f"tau_objective must be one of {OBJECTIVES}, got {tau_objective!r}")
+            raise ConfigError(f"tau_objective must be one of {OBJECTIVES}, got {tau_objective!r}")
         if temperature <= 0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
+            raise ConfigError(f"temperature must be positive, got {temperature}")
         # plain values only, so checkpoints load with torch.load(weights_only=True): the head's weights
         # are in the state dict (load_from_checkpoint(path, head=...)), the optimiser is the run config's
         self.save_hyperparameters(logger=False, ignore=["head", "optimizer", "scheduler", "output_dir"])

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.step_recognition import StepRecognitionModule
+from spacewalk.errors import ConfigError
 
 
 class VideoToCaptionMLP(nn.Module):
@@ -33,8 +34,8 @@ class VideoToCaptionMLP(nn.Module):
         super().__init__()
         self.video_dim, self.text_dim = dim - 2 * text_dim, text_dim
         if self.video_dim <= 0:
-            raise ValueError(f"the VideoMAE baseline needs modalities=video+text (clip [v, t, t]); got a {dim}-d "
-                             f"clip with {text_dim}-d text")
+            raise ConfigError(f"the VideoMAE baseline needs modalities=video+text (clip [v, t, t]); got a {dim}-d "
+                              f"clip with {text_dim}-d text")
         blocks, width = [], self.video_dim
         for _ in range(layers - 1):
             blocks += [nn.Linear(width, hidden), nn.GELU(), nn.Dropout(dropout)]

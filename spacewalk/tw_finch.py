@@ -23,6 +23,8 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from spacewalk.errors import ConfigError
+
 BLOCK_ROWS = 1024
 
 
@@ -63,7 +65,7 @@ def tw_finch(features: np.ndarray, n_clusters: int) -> np.ndarray:
     """Cluster labels [N] (0..n_clusters - 1, or fewer when FINCH's first partition has fewer) of the rows
     of `features` [N, D], which are in time order."""
     if n_clusters < 1:
-        raise ValueError(f"n_clusters must be positive, got {n_clusters}")
+        raise ConfigError(f"n_clusters must be positive, got {n_clusters}")
     n = len(features)
     if n <= 1:
         return np.zeros(n, np.int64)

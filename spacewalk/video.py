@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.grid import EPS, cell_span
 
 # PyAV decodes forward through gaps up to this long instead of seeking: a seek lands on the keyframe
@@ -208,7 +208,7 @@ def open_video(path: str | Path, backend: str = "decord", size: tuple[int, int] 
     """A reader for `path`; `size=(height, width)` resizes at decode; `timestamp_fps` is the clock that
     timestamps are counted at when it is not the stream's own (Spacewalk-18: 29.97)."""
     if backend not in BACKENDS:
-        raise ValueError(f"unknown video backend {backend!r}; choose from {sorted(BACKENDS)}")
+        raise ConfigError(f"unknown video backend {backend!r}; choose from {sorted(BACKENDS)}")
     path = Path(path)
     if not path.is_file():
         raise DataError("no such video file", file=path)

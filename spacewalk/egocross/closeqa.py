@@ -19,6 +19,8 @@ import json
 import re
 from collections.abc import Sequence
 
+from spacewalk.errors import ConfigError
+
 FIRST_BLOCK = re.compile(r"\{[\s\S]*?\}")
 
 
@@ -83,6 +85,6 @@ def scripted_reply(item, prompt=None) -> str:
     """The ground truth as the prompt asks for it: {"prediction": "<letter>", "reason": ...} (a scripted
     backend's check of runner, parser and scorer; conf/model/mc_scripted_json.yaml)."""
     if item.answer is None:
-        raise ValueError(f"item {item.id} has no answer to script")
+        raise ConfigError(f"item {item.id} has no answer to script")
     letters = item.meta.get("letters") or tuple(chr(ord("A") + i) for i in range(len(item.options)))
     return json.dumps({"prediction": letters[item.answer], "reason": "scripted from the ground truth"})

@@ -32,6 +32,7 @@ import numpy as np
 
 from spacewalk.command_errors import user_errors_reported
 from spacewalk.egocross.dataset import DOMAINS, TESTBED_FILE, EgoCross
+from spacewalk.errors import ConfigError
 from spacewalk.io import atomic_dir, atomic_path, ensure_generated, write_json
 
 RECORD_FILE = "synthetic.json"
@@ -59,7 +60,7 @@ class Options:
     def __post_init__(self):
         object.__setattr__(self, "frames", tuple(self.frames))
         if self.per_category < 1 or not 2 <= self.frames[0] <= self.frames[1] or self.frame_size < 32:
-            raise ValueError("per_category >= 1, 2 <= frames[0] <= frames[1] and frame_size >= 32 are required")
+            raise ConfigError("per_category >= 1, 2 <= frames[0] <= frames[1] and frame_size >= 32 are required")
 
 
 def _disc(image: np.ndarray, cy: float, cx: float, r: float, colour) -> None:

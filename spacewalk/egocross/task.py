@@ -16,6 +16,7 @@ from spacewalk.egocross import closeqa, openqa
 from spacewalk.egocross.dataset import EgoCross, Question
 from spacewalk.egocross.scoring import grouped_accuracy
 from spacewalk.egocross.synthetic import ANSWERS_FILE, ensure_egocross
+from spacewalk.errors import ConfigError
 from spacewalk.io import write_json
 from spacewalk.multiple_choice.generation import AnswerLimits, limited, settings
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
@@ -216,10 +217,10 @@ def open_egocross(root: str | Path | None = None, synthetic_root: str | Path | N
     whatever its own config says). `check_frames`: fail at once, naming the question, when a listed frame is
     missing (false: text-only)."""
     if qa not in ("closeqa", "openqa"):
-        raise ValueError(f"EgoCross qa must be closeqa or openqa, got {qa!r}")
+        raise ConfigError(f"EgoCross qa must be closeqa or openqa, got {qa!r}")
     if isinstance(judge_max_tokens, bool) or not isinstance(judge_max_tokens, int) or judge_max_tokens < 1:
-        raise ValueError(f"EgoCross judge_max_tokens={judge_max_tokens!r}: must be a whole number of new tokens, "
-                         f"at least 1 (the authors': {openqa.JUDGE_MAX_TOKENS})")
+        raise ConfigError(f"EgoCross judge_max_tokens={judge_max_tokens!r}: must be a whole number of new tokens, "
+                          f"at least 1 (the authors': {openqa.JUDGE_MAX_TOKENS})")
     check_limit(limit, "limit")  # before anything is generated or read
     synthetic_set = root is None
     data = dataset_root(root, synthetic_root, seed, synthetic, ensure_egocross, "EgoCross")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.fields import as_dict, as_list, get, integer, number
 from spacewalk.io import load_json
 
@@ -107,7 +107,7 @@ class EgoSchema:
                  answers: str | Path | None = None, uid_map: str | Path | None = None,
                  videos: str | Path | None = None):
         if root is None and questions is None:
-            raise ValueError("EgoSchema needs a root or a questions file")
+            raise ConfigError("EgoSchema needs a root or a questions file")
         self.root = Path(root) if root is not None else None
         self.questions_file = Path(questions) if questions is not None else self.root / QUESTIONS_FILE
         self.answers_file = Path(answers) if answers is not None else (

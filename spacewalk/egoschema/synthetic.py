@@ -42,6 +42,7 @@ from spacewalk.egoschema.dataset import (
     VIDEO_DIR,
     EgoSchema,
 )
+from spacewalk.errors import ConfigError
 from spacewalk.io import atomic_dir, ensure_generated, write_json
 
 RECORD_FILE = "synthetic.json"
@@ -65,9 +66,9 @@ class Options:
 
     def __post_init__(self):
         if not 0 <= self.n_answered <= self.n_questions or self.n_questions < 1:
-            raise ValueError("need 1 <= n_questions and 0 <= n_answered <= n_questions")
+            raise ConfigError("need 1 <= n_questions and 0 <= n_answered <= n_questions")
         if self.seconds < 4 or self.fps <= 0 or self.frame_size < 16 or self.frame_size % 2:
-            raise ValueError("seconds >= 4, fps > 0 and an even frame_size >= 16 are required")
+            raise ConfigError("seconds >= 4, fps > 0 and an even frame_size >= 16 are required")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 from spacewalk.egoschema import prompts, scoring
 from spacewalk.egoschema.dataset import EgoSchema
 from spacewalk.egoschema.synthetic import ensure_egoschema
+from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.task import Prompt, Record
@@ -36,7 +37,7 @@ class EgoSchemaTask:
 
     def __init__(self, dataset: EgoSchema, split: str = "subset", limit: int | None = None):
         if split not in SPLITS:
-            raise ValueError(f"EgoSchema split must be one of {SPLITS}, got {split!r}")
+            raise ConfigError(f"EgoSchema split must be one of {SPLITS}, got {split!r}")
         self.dataset, self.split, self.limit = dataset, split, check_limit(limit, "limit")
 
     def __repr__(self) -> str:

@@ -29,6 +29,7 @@ from spacewalk.encoders.towers import (
     _trainable,
     _videomae_features,
 )
+from spacewalk.errors import ConfigError
 
 
 class HFVideoEncoder:
@@ -79,7 +80,7 @@ class HFVideoEncoder:
 
     def trainable_tower(self) -> VideoTower:
         if self._video_tower is None:
-            raise ValueError(f"{self.identity} offers no trainable video tower")
+            raise ConfigError(f"{self.identity} offers no trainable video tower")
         return _trainable(self._video_tower())
 
     def clip_transform(self, train: bool = False) -> _ClipTransform:
@@ -92,7 +93,7 @@ def _hf_weights(name_or_path: str | None, config, init_seed: int | None = None) 
         seed = "" if init_seed is None else f"(seed={int(init_seed)})"
         return f"random{seed}:{_config_digest(config.to_json_string(use_diff=False))}"
     if name_or_path is None:
-        raise ValueError("give name_or_path (a hub id or a local folder), or a config for a random model")
+        raise ConfigError("give name_or_path (a hub id or a local folder), or a config for a random model")
     return _weights_name(name_or_path)
 
 

@@ -21,6 +21,7 @@ from spacewalk.encoders.base import (
 )
 from spacewalk.encoders.text_tower import TowerTextEncoder
 from spacewalk.encoders.towers import FrameMeanTower, _FrameTransform, _trainable
+from spacewalk.errors import ConfigError
 
 
 class OpenClipVideoEncoder:
@@ -108,8 +109,8 @@ def open_clip_video_encoder(model_name: str = "ViT-B-32", pretrained: str | None
 
     schema, identifier = open_clip.factory.parse_model_name(model_name)
     if schema is None and not pretrained and not random_init:
-        raise ValueError(f"open_clip_video_encoder({model_name!r}) has no weights: give `pretrained` (an open_clip "
-                         "tag or a checkpoint file), or random_init=True for a randomly initialised model")
+        raise ConfigError(f"open_clip_video_encoder({model_name!r}) has no weights: give `pretrained` (an open_clip "
+                          "tag or a checkpoint file), or random_init=True for a randomly initialised model")
     kwargs = dict(model_cfg or {})
     if schema is None and pretrained:
         tag = open_clip.get_pretrained_cfg(model_name, pretrained)

@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from spacewalk.errors import ConfigError
 from spacewalk.hirest.dataset import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE, HiREST
 from spacewalk.hirest.predictions import write_task_predictions
 from spacewalk.io import write_json
@@ -42,13 +43,13 @@ def baseline_predictions(dataset: HiREST, split: str, task: str, baseline, featu
         return baseline.predict(features, list(dataset.split(split)), dataset.candidates(split))
     if task == "moment_retrieval":
         if split == "test":
-            raise ValueError("moment retrieval has no public test GT (the test split is masked): use split=val")
+            raise ConfigError("moment retrieval has no public test GT (the test split is masked): use split=val")
         pairs = [(a.query, a.video) for a in dataset.annotations(split) if a.clip]
         return baseline.predict(features, pairs)
     if task == "moment_segmentation":
         moments = {a.video: a.moment for a in dataset.step_annotations(split)}
         return baseline.predict(videos_dir, moments)
-    raise ValueError(f"unknown HiREST task {task!r}; choose from {', '.join(TASKS)}")
+    raise ConfigError(f"unknown HiREST task {task!r}; choose from {', '.join(TASKS)}")
 
 
 def evaluate_hirest_baselines(dataset: HiREST, baselines: dict[str, Any], split: str, out_dir: str | Path,

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.hirest.subtitles import Subtitle, read_srt, write_srt
 from spacewalk.io import atomic_path, load_json, write_json
 
@@ -93,7 +93,7 @@ class HiRESTFeatures:
         self.asr_dir = Path(asr_dir) if asr_dir is not None else None
         self.asr_features_dir = Path(asr_features_dir) if asr_features_dir is not None else None
         if (query_features is None) == (query_encoder is None):
-            raise ValueError("give exactly one of query_features (a file) and query_encoder")
+            raise ConfigError("give exactly one of query_features (a file) and query_encoder")
         self._queries: dict[str, np.ndarray] | None = None
         self._query_path = Path(query_features) if query_features is not None else None
         self.query_encoder = query_encoder
@@ -312,15 +312,15 @@ def prepare_features(dataset, source: str = "extract", out_dir: str | Path | Non
             tower = video_encoder.text_encoder() if video_encoder is not None else None
             query_encoder = tower or text_encoder
             if query_encoder is None:
-                raise ValueError("released features need query embeddings: data.features.query_features=<file> "
-                                 "or an encoder with a text side")
+                raise ConfigError("released features need query embeddings: data.features.query_features=<file> "
+                                  "or an encoder with a text side")
         return released_features(released_dir or root / "data", query_features=query_features,
                                  query_encoder=query_encoder)
     if source != "extract":
-        raise ValueError(f"data.features.source must be 'extract' or 'released', got {source!r}")
+        raise ConfigError(f"data.features.source must be 'extract' or 'released', got {source!r}")
     if video_encoder is None or text_encoder is None:
-        raise ValueError("extracting HiREST features needs a video and a text encoder (e.g. encoder=thumbnail "
-                         "or encoder=clip_vit_b32); with the authors' files use data.features.source=released")
+        raise ConfigError("extracting HiREST features needs a video and a text encoder (e.g. encoder=thumbnail "
+                          "or encoder=clip_vit_b32); with the authors' files use data.features.source=released")
     out_dir = Path(out_dir) if out_dir else root / "features" / encoder_name
     asr = Path(asr_dir) if asr_dir else root / "data/ASR"
     extract_features(dataset.videos(), queries, Path(videos_dir) if videos_dir else root / "data/videos", out_dir,

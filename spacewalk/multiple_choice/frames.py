@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spacewalk.encoders import uniform_frame_indices
+from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice.items import Visual
 from spacewalk.video import dense_timestamps, open_video, sparse_timestamps
 
@@ -27,9 +28,9 @@ class FrameRule:
 
     def __post_init__(self):
         if (self.num_frames is None) == (self.fps is None):
-            raise ValueError("give exactly one of num_frames (uniform sampling) or fps (an fps rule)")
+            raise ConfigError("give exactly one of num_frames (uniform sampling) or fps (an fps rule)")
         if self.num_frames is not None and self.num_frames < 1:
-            raise ValueError(f"num_frames must be at least 1, got {self.num_frames}")
+            raise ConfigError(f"num_frames must be at least 1, got {self.num_frames}")
 
     def timestamps(self, start: float, end: float) -> np.ndarray:
         if self.num_frames is not None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from spacewalk.errors import ConfigError
+
 FROM_CONFIG = "model config"
 
 
@@ -32,8 +34,8 @@ def check_tokens(value: Any, setting: str, none_means: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{setting}={value!r}: must be a whole number of new tokens, at least 1, or null "
-                         f"({none_means})")
+        raise ConfigError(f"{setting}={value!r}: must be a whole number of new tokens, at least 1, or null "
+                          f"({none_means})")
     return value
 
 

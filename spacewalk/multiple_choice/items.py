@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spacewalk.errors import ConfigError
+from spacewalk.errors import ConfigError, DataError
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,9 @@ class MultipleChoiceItem:
 
     def __post_init__(self):
         if len(self.options) < 2:
-            raise ValueError(f"item {self.id}: a multiple-choice question needs at least 2 options")
+            raise DataError(f"item {self.id}: a multiple-choice question needs at least 2 options")
         if self.answer is not None and not 0 <= self.answer < len(self.options):
-            raise ValueError(f"item {self.id}: answer {self.answer} outside options 0..{len(self.options) - 1}")
+            raise DataError(f"item {self.id}: answer {self.answer} outside options 0..{len(self.options) - 1}")
 
 
 def check_limit(value: Any, setting: str) -> int | None:

@@ -72,7 +72,7 @@ def rank_and_world(rank: int | None = None, world_size: int | None = None) -> tu
     if rank is None:
         rank = int(env.get("RANK", env.get("SLURM_PROCID", 0)))
     if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
+        raise ConfigError(f"rank {rank} outside 0..{world_size - 1}")
     return rank, world_size
 
 
@@ -85,9 +85,9 @@ def _check_slurm_step(env: Mapping[str, str]) -> None:
         return
     missing = [name for name in ("SLURM_STEP_ID", "SLURM_PROCID") if name not in env]
     if missing:
-        raise ValueError(f"SLURM_NTASKS={ntasks} but {' and '.join(missing)} not set: this process was not "
-                         "started by srun, so no other rank will come. Start the command with `srun` (one process "
-                         "per task), or unset SLURM_NTASKS (or set WORLD_SIZE=1) to run as a single process")
+        raise ConfigError(f"SLURM_NTASKS={ntasks} but {' and '.join(missing)} not set: this process was not "
+                          "started by srun, so no other rank will come. Start the command with `srun` (one process "
+                          "per task), or unset SLURM_NTASKS (or set WORLD_SIZE=1) to run as a single process")
 
 
 # ---- records on disk (spacewalk/multiple_choice/records.py) ----
@@ -176,16 +176,16 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
     `prompts`: "parts" (each distinct prompt part once, in prompt_parts.jsonl) or "full" (every record
     carries its whole prompt)."""
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+        raise ConfigError(f"chunk_size must be at least 1, got {chunk_size}")
     if prompts not in PROMPT_FORMS:
-        raise ValueError(f"prompts must be one of {PROMPT_FORMS}, got {prompts!r}")
+        raise ConfigError(f"prompts must be one of {PROMPT_FORMS}, got {prompts!r}")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     rank, world_size = rank_and_world(rank, world_size)
     items = list(task.items())
     ids = [item.id for item in items]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"task {task.name}: item ids are not unique")
+        raise DataError(f"task {task.name}: item ids are not unique")
     backend, generation = generation_record(task, backend)
     log.info("generation limits: %s", json.dumps(generation))
     if rank == 0:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from spacewalk.command_errors import user_errors_reported
+from spacewalk.errors import ConfigError
 
 FAMILIES = ("qwen2_5_vl", "llava_onevision")
 
@@ -118,7 +119,7 @@ BUILDERS = {"qwen2_5_vl": tiny_qwen2_5_vl, "llava_onevision": tiny_llava_onevisi
 def build(family: str, seed: int = 0):
     """The tiny (model, processor) of `family`, in memory."""
     if family not in BUILDERS:
-        raise ValueError(f"unknown family {family!r}; choose from {sorted(BUILDERS)}")
+        raise ConfigError(f"unknown family {family!r}; choose from {sorted(BUILDERS)}")
     return BUILDERS[family](seed)
 
 

@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.fields import as_dict as _as_dict
 from spacewalk.fields import as_list as _as_list
 from spacewalk.fields import get as _get
@@ -318,7 +318,7 @@ class Spacewalk18:
 
     def split(self, name: str) -> list[Recording]:
         if name not in SPLITS:
-            raise ValueError(f"unknown split {name!r}; expected one of {SPLITS}")
+            raise ConfigError(f"unknown split {name!r}; expected one of {SPLITS}")
         return [self.recordings[v] for v in self.splits[name]]
 
     # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
 
+from spacewalk.errors import ConfigError
 from spacewalk.spacewalk18.dataset import NOT_ANNOTATED
 from spacewalk.spacewalk18.plan_decoding import Calibration
 
@@ -43,7 +44,7 @@ Block = tuple[str, int, int]  # (modality, start, stop) of a block in the featur
 
 def _check_mode(mode: str) -> None:
     if mode not in RECORDING_CALIBRATIONS:
-        raise ValueError(f"recording_calibration must be one of {RECORDING_CALIBRATIONS}, got {mode!r}")
+        raise ConfigError(f"recording_calibration must be one of {RECORDING_CALIBRATIONS}, got {mode!r}")
 
 
 def recording_normalized(scores: np.ndarray, reference: np.ndarray, mode: str) -> np.ndarray:
@@ -194,8 +195,8 @@ class Emissions:
 
     def __post_init__(self):
         if self.recording_calibration not in RECORDING_CALIBRATIONS:
-            raise ValueError(f"decoding.emissions.recording_calibration must be among {RECORDING_CALIBRATIONS}, "
-                             f"got {self.recording_calibration!r}")
+            raise ConfigError(f"decoding.emissions.recording_calibration must be among {RECORDING_CALIBRATIONS}, "
+                              f"got {self.recording_calibration!r}")
 
     @staticmethod
     def candidates(recording_calibrations: Sequence[str] = ("none",),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.grid import cell_of, cell_span, num_cells
 from spacewalk.io import atomic_dir, load_json, write_json
 from spacewalk.spacewalk18.dataset import FPS, IRRELEVANT_DESCRIPTION, Recording, Spacewalk18, load_transcript
@@ -52,11 +52,11 @@ class BankConfig:
 
     def __post_init__(self):
         if not self.segment_seconds > 0 or not self.fps > 0:
-            raise ValueError(f"segment_seconds and fps must be positive, got {self.segment_seconds}, {self.fps}")
+            raise ConfigError(f"segment_seconds and fps must be positive, got {self.segment_seconds}, {self.fps}")
         if self.frame_size is not None and self.frame_size < 1:
-            raise ValueError(f"frame_size must be a positive int or None, got {self.frame_size}")
+            raise ConfigError(f"frame_size must be a positive int or None, got {self.frame_size}")
         if self.video_backend not in BACKENDS:
-            raise ValueError(f"unknown video backend {self.video_backend!r}; choose from {sorted(BACKENDS)}")
+            raise ConfigError(f"unknown video backend {self.video_backend!r}; choose from {sorted(BACKENDS)}")
 
 
 @dataclass
@@ -131,11 +131,11 @@ class FeatureBank:
         from tqdm import tqdm
 
         if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} outside 0..{world_size - 1}")
+            raise ConfigError(f"rank {rank} outside 0..{world_size - 1}")
         ids = list(self.dataset.recordings) if video_ids is None else list(video_ids)
         unknown = [v for v in ids if v not in self.dataset.recordings]
         if unknown:
-            raise ValueError(f"unknown video ids {unknown}; the dataset has {sorted(self.dataset.recordings)}")
+            raise ConfigError(f"unknown video ids {unknown}; the dataset has {sorted(self.dataset.recordings)}")
         # Shard before looking at freshness: ranks finishing at different times must not change the split.
         mine = ids[rank::world_size]
         built = []

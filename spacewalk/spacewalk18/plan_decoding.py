@@ -36,6 +36,7 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax
 
 from spacewalk import grid as cell_grid  # the module; `grid` names the decoder's grid samples here
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.hmm import forward_backward, viterbi
 from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, StepSample, frame_of
 
@@ -82,7 +83,7 @@ class PlanModel:
                 elif nxt > 0:
                     resume_next[int(np.clip(nxt - last_step, -max_offset, max_offset))] += 1
         if n == 0 or not step_len:
-            raise ValueError("no annotated step segment to fit the plan model on")
+            raise DataError("no annotated step segment to fit the plan model on")
         steps_followed = followed_by_irrelevant + sum(step_next.values())
         offsets = range(-max_offset, max_offset + 1)
         return cls(
@@ -209,7 +210,7 @@ class DecodeSettings:
 
     def __post_init__(self):
         if self.labels not in LABEL_RULES:
-            raise ValueError(f"labels must be one of {LABEL_RULES}, got {self.labels!r}")
+            raise ConfigError(f"labels must be one of {LABEL_RULES}, got {self.labels!r}")
 
     @staticmethod
     def grid(**values: Sequence[float]) -> list[DecodeSettings]:
@@ -329,7 +330,7 @@ class WithinWindowDecoder:
         at_query = np.arange(n), query_pos
         per_class = _per_class(posterior[at_query], classes, recording.num_classes)
         if settings.labels == "balanced":
-            raise ValueError("labels=balanced needs the whole recording (each class's share of it)")
+            raise ConfigError("labels=balanced needs the whole recording (each class's share of it)")
         if settings.labels == "posterior":
             return Decoded(per_class.argmax(axis=1), per_class)
         return Decoded(classes[viterbi(emissions, matrices, index, initial)[at_query]], per_class)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from spacewalk.errors import DataError
 from spacewalk.spacewalk18.dataset import NOT_ANNOTATED, Recording, Spacewalk18, StepSample, frame_of
 
 
@@ -46,7 +47,7 @@ class PlanPriorBaseline:
             is_step = lab > 0
             np.add.at(steps, (self._position_bin(lab[is_step], rec.num_classes - 1), tbin[is_step]), weight)
         if not irrelevant.any() and not steps.any():
-            raise ValueError(f"the {split} split has no annotated frames to fit the prior on")
+            raise DataError(f"the {split} split has no annotated frames to fit the prior on")
         s = self.smoothing
         self.irrelevant_time = (irrelevant + s) / (irrelevant.sum() + s * self.time_bins)
         self.step_time = (steps + s) / (steps.sum(axis=1, keepdims=True) + s * self.time_bins)

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spacewalk.errors import ConfigError
 from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, RetrievalSample, Segment
 
 SEED = 43  # the authors' notebook
@@ -62,13 +63,14 @@ class RetrievalSamplerConfig:
 
     def __post_init__(self):
         if self.samples_per_video < 1:
-            raise ValueError(f"samples_per_video must be positive, got {self.samples_per_video}")
+            raise ConfigError(f"samples_per_video must be positive, got {self.samples_per_video}")
         if self.margin_seconds < 0 or self.min_distance_seconds <= 0:
-            raise ValueError("margin_seconds must be >= 0 and min_distance_seconds > 0")
+            raise ConfigError("margin_seconds must be >= 0 and min_distance_seconds > 0, got "
+                              f"margin_seconds={self.margin_seconds}, min_distance_seconds={self.min_distance_seconds}")
         if not 0 < self.irrelevant_keep <= 1:
-            raise ValueError(f"irrelevant_keep must lie in (0, 1], got {self.irrelevant_keep}")
+            raise ConfigError(f"irrelevant_keep must lie in (0, 1], got {self.irrelevant_keep}")
         if self.draw not in DRAWS:
-            raise ValueError(f"draw must be one of {DRAWS}, got {self.draw!r}")
+            raise ConfigError(f"draw must be one of {DRAWS}, got {self.draw!r}")
 
     @property
     def margin_frames(self) -> int:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from spacewalk.errors import ConfigError
 from spacewalk.spacewalk18.dataset import NOT_ANNOTATED, Question, Recording, RetrievalSample, Segment, StepSample
 
 Undefined = Literal["exclude", "error"]
@@ -28,7 +29,7 @@ UNDEFINED_POLICIES = ("exclude", "error")
 
 def check_undefined_policy(undefined: str) -> None:
     if undefined not in UNDEFINED_POLICIES:
-        raise ValueError(f"undefined must be one of {UNDEFINED_POLICIES}, got {undefined!r}")
+        raise ConfigError(f"undefined must be one of {UNDEFINED_POLICIES}, got {undefined!r}")
 
 
 # --------------------------------------------------------------------------------------------------

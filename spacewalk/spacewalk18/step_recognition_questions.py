@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.durations import parse_duration
+from spacewalk.errors import ConfigError
 from spacewalk.io import write_json
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
@@ -75,7 +76,7 @@ def subset(samples: Sequence[StepSample], n: int | None) -> list[StepSample]:
     if n is None or n >= len(samples):
         return list(samples)
     if n < 1:
-        raise ValueError(f"samples_per_video must be at least 1, got {n}")
+        raise ConfigError(f"samples_per_video must be at least 1, got {n}")
     return [samples[i] for i in np.linspace(0, len(samples) - 1, n).round().astype(int)]
 
 
@@ -96,7 +97,7 @@ class StepRecognitionQuestions:
         self.split = split
         self.w = parse_duration(context)
         if not self.w > 0:  # an empty window asks about no moment of the recording
-            raise ValueError(f"context={context}: the window must be longer than 0 s; write e.g. 30s, 5min")
+            raise ConfigError(f"context={context}: the window must be longer than 0 s; write e.g. 30s, 5min")
         self.all_samples = dataset.step_samples(split)
         videos = list(self.all_samples)[:max_videos] if max_videos is not None else list(self.all_samples)
         self.samples = {v: subset(self.all_samples[v], samples_per_video) for v in videos}
@@ -231,7 +232,7 @@ def step_recognition_questions_task(root: str | Path | None = None, synthetic_ro
     sample) or "rating" (K + 1 rating questions per sample, StepRatingQuestions)."""
     forms = {"question": StepRecognitionQuestions, "rating": StepRatingQuestions}
     if form not in forms:
-        raise ValueError(f"form must be one of {sorted(forms)}, got {form!r}")
+        raise ConfigError(f"form must be one of {sorted(forms)}, got {form!r}")
     check_limit(samples_per_video, "samples_per_video")  # before anything is generated or read
     check_limit(max_videos, "max_videos")
     return forms[form](open_spacewalk18(root, synthetic_root, seed, synthetic), split, context, samples_per_video,

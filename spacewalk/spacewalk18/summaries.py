@@ -20,6 +20,7 @@ in our copy of it; docs/multiple_choice.md).
 
 from __future__ import annotations
 
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.multiple_choice.items import Visual
 from spacewalk.spacewalk18.dataset import Recording
 
@@ -35,7 +36,7 @@ ORACLE_NONE = "None of the planned steps occurs in this video."
 
 def check_summary(summary: str) -> str:
     if summary not in SUMMARIES:
-        raise ValueError(f"summary must be one of {SUMMARIES}, got {summary!r}")
+        raise ConfigError(f"summary must be one of {SUMMARIES}, got {summary!r}")
     return summary
 
 
@@ -44,7 +45,7 @@ def preview_visual(recording: Recording) -> Visual:
     end."""
     clips = [(s.animation_start, s.animation_end) for s in recording.steps[1:] if s.animation_start is not None]
     if not clips:
-        raise ValueError(f"recording {recording.video_id} has no step animation to preview")
+        raise DataError(f"recording {recording.video_id} has no step animation to preview")
     return Visual(video=recording.video_path, start=min(a for a, _ in clips), end=max(b for _, b in clips))
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.command_errors import user_errors_reported
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.io import atomic_dir, load_json, write_json, write_text
 from spacewalk.spacewalk18.dataset import (
     ANNOTATION_FILE,
@@ -79,14 +79,14 @@ class Options:
         for name in ("steps_per_video", "minutes"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if min(self.n_train, self.n_val, self.n_test) < 0 or self.n_train + self.n_val + self.n_test == 0:
-            raise ValueError("need at least one recording and no negative split size")
+            raise ConfigError("need at least one recording and no negative split size")
         lo, hi = self.steps_per_video
         if not 1 <= lo <= hi <= len(VOCABULARY) - 2:  # two concepts stay free for "unplanned task" shots
-            raise ValueError(f"steps_per_video must lie within 1..{len(VOCABULARY) - 2}, got {self.steps_per_video}")
+            raise ConfigError(f"steps_per_video must lie within 1..{len(VOCABULARY) - 2}, got {self.steps_per_video}")
         if not 0 < self.minutes[0] <= self.minutes[1]:
-            raise ValueError(f"bad minutes range {self.minutes}")
+            raise ConfigError(f"bad minutes range {self.minutes}")
         if self.video_fps <= 0 or self.frame_size < 16 or self.frame_size % 2:
-            raise ValueError("video_fps must be > 0 and frame_size an even number >= 16")
+            raise ConfigError("video_fps must be > 0 and frame_size an even number >= 16")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -348,8 +348,8 @@ def _plan_pieces(rng: np.random.Generator, opts: Options) -> tuple[list[int], li
         p.seconds *= scale
     pre.seconds = max(1.0, round(pre.seconds))
     if min(p.seconds for p in flexible) < 1.5:
-        raise ValueError(f"recordings of {opts.minutes} minutes are too short for {k} steps; "
-                         "raise `minutes` or lower `steps_per_video`")
+        raise ConfigError(f"recordings of {opts.minutes} minutes are too short for {k} steps; "
+                          "raise `minutes` or lower `steps_per_video`")
     pieces = [pre, *clips, post, *body, tail]
     t = 0.0
     for p in pieces:

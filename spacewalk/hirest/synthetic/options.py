@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from spacewalk.errors import ConfigError
 from spacewalk.hirest.synthetic.vocabulary import RECIPE_LENGTH, TASKS
 
 MIN_SHOT_SECONDS = 1.5  # shortest shot inside a step; also keeps cuts clear of a continuous step's fade
@@ -40,32 +41,32 @@ class HiRESTOptions:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         if min(self.n_train, self.n_val, self.n_test, self.n_distractors) < 0:
-            raise ValueError("split sizes and n_distractors must not be negative")
+            raise ConfigError("split sizes and n_distractors must not be negative")
         if min(self.n_val, self.n_test) < 1 or self.n_train < 1:
-            raise ValueError("every split needs at least one query")
+            raise ConfigError("every split needs at least one query")
         if self.n_train + self.n_val + self.n_test > len(TASKS):
-            raise ValueError(f"at most {len(TASKS)} queries in all (one task each), got "
-                             f"{self.n_train + self.n_val + self.n_test}")
+            raise ConfigError(f"at most {len(TASKS)} queries in all (one task each), got "
+                              f"{self.n_train + self.n_val + self.n_test}")
         lo, hi = self.videos_per_query
         if not 1 <= lo <= hi:
-            raise ValueError(f"bad videos_per_query {self.videos_per_query}")
+            raise ConfigError(f"bad videos_per_query {self.videos_per_query}")
         lo, hi = self.seconds
         if not 20.0 <= lo <= hi:  # an intro, a moment of >= 2 steps and an outro must fit
-            raise ValueError(f"seconds must satisfy 20 <= lo <= hi, got {self.seconds}")
+            raise ConfigError(f"seconds must satisfy 20 <= lo <= hi, got {self.seconds}")
         lo, hi = self.steps_per_moment
         if not 1 <= lo <= hi <= RECIPE_LENGTH:
-            raise ValueError(f"steps_per_moment must lie within 1..{RECIPE_LENGTH}, got {self.steps_per_moment}")
+            raise ConfigError(f"steps_per_moment must lie within 1..{RECIPE_LENGTH}, got {self.steps_per_moment}")
         probs = (self.p_whole, self.p_clip_without_steps, self.p_zero_length_step, self.p_capitalised,
                  self.p_trailing_space)
         if any(not 0 <= p <= 1 for p in probs) or self.p_whole + self.p_clip_without_steps > 1:
-            raise ValueError("probabilities must lie in [0, 1] (and p_whole + p_clip_without_steps <= 1)")
+            raise ConfigError("probabilities must lie in [0, 1] (and p_whole + p_clip_without_steps <= 1)")
         if self.video_fps <= 0 or self.frame_size < 16 or self.frame_size % 4:
-            raise ValueError("video_fps must be > 0 and frame_size a multiple of 4, >= 16")
+            raise ConfigError("video_fps must be > 0 and frame_size a multiple of 4, >= 16")
         shots = self.shot_seconds
         if shots is not None and not (len(shots) == 2 and MIN_SHOT_SECONDS <= shots[0] <= shots[1]):
-            raise ValueError(f"shot_seconds must be (lo, hi) with {MIN_SHOT_SECONDS} <= lo <= hi, got {shots}")
+            raise ConfigError(f"shot_seconds must be (lo, hi) with {MIN_SHOT_SECONDS} <= lo <= hi, got {shots}")
         if not 0 <= self.p_continuous_step <= 1 or not 0 <= self.camera_motion <= 0.1:
-            raise ValueError("p_continuous_step must lie in [0, 1] and camera_motion in [0, 0.1]")
+            raise ConfigError("p_continuous_step must lie in [0, 1] and camera_motion in [0, 0.1]")
 
 
 def as_options(options: HiRESTOptions | Mapping[str, Any] | None, **fields: Any) -> HiRESTOptions:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.task import Prompt, Reply
 
@@ -23,14 +24,14 @@ class ScriptedBackend:
 
     def __init__(self, style: str = "auto", script: Callable[[MultipleChoiceItem, Prompt], str] | None = None):
         if style not in ("auto", "letter", "number"):
-            raise ValueError(f"style must be 'auto', 'letter' or 'number', got {style!r}")
+            raise ConfigError(f"style must be 'auto', 'letter' or 'number', got {style!r}")
         self.style, self.script = style, script
 
     def _reply(self, item: MultipleChoiceItem, prompt: Prompt) -> str:
         if self.script is not None:
             return self.script(item, prompt)
         if item.answer is None:
-            raise ValueError(f"item {item.id} has no answer to script")
+            raise ConfigError(f"item {item.id} has no answer to script")
         style = self.style
         if style == "auto":
             style = "number" if "\n(0) " in prompt.text else "letter"

@@ -19,6 +19,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import AnswerLimits, limited, settings
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
@@ -89,7 +90,7 @@ class CaptionEnhancedBackend:
         enhanced, metas = [], []
         for item, prompt in zip(items, prompts):
             if item.visual is None:
-                raise ValueError(f"item {item.id} has no visual to caption")
+                raise ConfigError(f"item {item.id} has no visual to caption")
             captioned, meta = self._captioned(prompt, item)
             enhanced.append(captioned)
             metas.append(meta)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.task import Prompt, Reply
@@ -50,10 +51,10 @@ def option_queries(item: MultipleChoiceItem, template: str = QUERY) -> list[str]
 def refuse_context_visuals(backend: str, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> None:
     for item, prompt in zip(items, prompts):
         if prompt.context_visuals:
-            raise ValueError(f"item {item.id}: the prompt shows context visuals "
-                             f"({', '.join(v.describe() for v in prompt.context_visuals[:2])}, ...), which "
-                             f"{backend} scoring cannot use (it compares the options with the clip alone); "
-                             "run it without a visual summary (data.summary=none or step_oracle_captions)")
+            raise ConfigError(f"item {item.id}: the prompt shows context visuals "
+                              f"({', '.join(v.describe() for v in prompt.context_visuals[:2])}, ...), which "
+                              f"{backend} scoring cannot use (it compares the options with the clip alone); "
+                              "run it without a visual summary (data.summary=none or step_oracle_captions)")
 
 
 def split_sentences(text: str | None) -> list[str]:
@@ -87,7 +88,7 @@ class ContrastiveTextBackend:
 
     def __init__(self, text_encoder, pool: str = "mean", template: str = QUERY):
         if pool not in ("mean", "max"):
-            raise ValueError(f"pool must be 'mean' or 'max', got {pool!r}")
+            raise ConfigError(f"pool must be 'mean' or 'max', got {pool!r}")
         self.encode = _CachedText(text_encoder)
         self.pool, self.template = pool, template
 
@@ -121,7 +122,7 @@ class ContrastiveVideoBackend:
     def __init__(self, video_encoder, num_frames: int | None = None, fps: float | None = None,
                  max_frames: int | None = None, template: str = QUERY, video_backend: str = "decord"):
         if video_encoder.text_encoder() is None:
-            raise ValueError("this video encoder has no text tower to score options with")
+            raise ConfigError("this video encoder has no text tower to score options with")
         self.video_encoder = video_encoder
         if num_frames is None and fps is None:
             num_frames = getattr(video_encoder, "num_frames", 8)
@@ -134,7 +135,7 @@ class ContrastiveVideoBackend:
         replies = []
         for item in items:
             if item.visual is None:
-                raise ValueError(f"item {item.id} has no visual for a video backend")
+                raise ConfigError(f"item {item.id} has no visual for a video backend")
             frames, _ = sample_frames(item.visual, self.rule)
             clip = self.video_encoder.encode([frames])[0]
             scores = self.encode(option_queries(item, self.template)) @ clip

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from spacewalk.encoders import resolve_device
+from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import FROM_CONFIG, AnswerLimits, check_tokens
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
@@ -43,7 +44,7 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
     if dtype not in ("bfloat16", "float16", "float32"):
-        raise ValueError(f"dtype must be auto, bfloat16, float16 or float32, got {dtype!r}")
+        raise ConfigError(f"dtype must be auto, bfloat16, float16 or float32, got {dtype!r}")
     return getattr(torch, dtype)
 
 
@@ -67,9 +68,9 @@ class TransformersVLMBackend:
                  max_new_tokens: int | None = None, attn_implementation: str | None = None, text_only: bool = False,
                  allow_download: bool = False, video_backend: str = "decord", model_object=None, processor=None):
         if family not in FAMILIES:
-            raise ValueError(f"unknown family {family!r}; choose from {sorted(FAMILIES)}")
+            raise ConfigError(f"unknown family {family!r}; choose from {sorted(FAMILIES)}")
         if (model is None) == (model_object is None):
-            raise ValueError("give model (a local folder or a hub tag in the local cache) or model_object")
+            raise ConfigError("give model (a local folder or a hub tag in the local cache) or model_object")
         self.family = family
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
@@ -167,7 +168,7 @@ class TransformersVLMBackend:
         if self.rule is not None:
             missing = [item.id for item in items if item.visual is None]
             if missing:
-                raise ValueError(f"items {missing[:3]} have no visual; use text_only=true for text-only items")
+                raise ConfigError(f"items {missing[:3]} have no visual; use text_only=true for text-only items")
         return [Reply(text=t) for t in self._generate(prompts, items)]
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
