@@ -1,5 +1,6 @@
 """Each kind of user error, run as the user runs the command: its message alone on stderr (naming the value, file,
-item or field), exit code 2, no traceback. All are refused before any data is read or written, so each command
+item or field), exit code 2, no traceback. All are refused before any data is written (a value a model, DataModule
+or backend checks when it is built reads a tiny synthetic Spacewalk-18 made once per session), so each command
 takes seconds."""
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ def hydra_dirs(tmp_path) -> list[str]:
     return [f"hydra.run.dir={tmp_path / 'run'}", f"paths.data_dir={tmp_path / 'data'}"]
 
 
+# one recording per split, two steps: the smallest set a DataModule and a backend are built on (in a second)
+TINY_SPACEWALK18 = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 3), steps_per_video=(2, 2), samples_per_video=50,
+                        retrieval_samples_per_video=50, questions_per_video=2)
+
+
 def torn_run(tmp_path) -> str:
     """A multiple-choice run directory whose records.jsonl was cut inside its first line and appended to after."""
     run_dir = tmp_path / "mc_run"
@@ -29,29 +35,42 @@ def torn_run(tmp_path) -> str:
 
 CASES = {
     # a config value that cannot be read, and one that reads as an empty window
-    "bad_context": (lambda t: ["train.py", "context=7x", *hydra_dirs(t)],
+    "bad_context": (lambda t, sw18: ["train.py", "context=7x", *hydra_dirs(t)],
                     ["context=7x", "cannot read a duration from '7x'"]),
-    "empty_context": (lambda t: ["evaluate.py", "context=0s", *hydra_dirs(t)], ["context=0s", "longer than 0 s"]),
+    "empty_context": (lambda t, sw18: ["evaluate.py", "context=0s", *hydra_dirs(t)], ["context=0s", "longer than 0 s"]),
     # a value read by a config resolver (bank_folder), checked before anything resolves it
-    "bad_modalities": (lambda t: ["train.py", "modalities=audio", *hydra_dirs(t)],
+    "bad_modalities": (lambda t, sw18: ["train.py", "modalities=audio", *hydra_dirs(t)],
                        ["modalities must be one of", "'audio'"]),
-    "refused_pair": (lambda t: ["train.py", "task=intra_video_retrieval", "model=lfb_cat", *hydra_dirs(t)],
+    "refused_pair": (lambda t, sw18: ["train.py", "task=intra_video_retrieval", "model=lfb_cat", *hydra_dirs(t)],
                      ["model=lfb_cat does not fit task=intra_video_retrieval", "ivr_zero_shot"]),
     # raised inside Hydra's instantiate of the data config, which wraps it
-    "missing_dataset_root": (lambda t: ["evaluate.py", f"data.root={t / 'missing'}", *hydra_dirs(t)],
+    "missing_dataset_root": (lambda t, sw18: ["evaluate.py", f"data.root={t / 'missing'}", *hydra_dirs(t)],
                              ["missing: dataset root not found"]),
-    "torn_records": (lambda t: ["-m", "spacewalk.multiple_choice.records", torn_run(t)],
+    "torn_records": (lambda t, sw18: ["-m", "spacewalk.multiple_choice.records", torn_run(t)],
                      ["records.jsonl: line 1 is not JSON"]),
-    "score_missing_root": (lambda t: ["-m", "spacewalk.score", "--root", t / "missing", "--split", "test",
+    "score_missing_root": (lambda t, sw18: ["-m", "spacewalk.score", "--root", t / "missing", "--split", "test",
                                       "--predictions", t / "predictions.json"],
                            ["missing: dataset root not found"]),
+    # values checked by the constructors Hydra instantiates (a head, a DataModule, a backend, a task, a generator)
+    "head_value": (lambda t, sw18: ["train.py", "model=lfb_tf", "model.head.nhead=5", f"data.root={sw18()}",
+                                    *hydra_dirs(t)], ["nhead=5 must divide the feature dim"]),
+    "datamodule_value": (lambda t, sw18: ["train.py", "datamodule.text_pool=foo", f"data.root={sw18()}",
+                                          *hydra_dirs(t)], ["text_pool must be one of", "'foo'"]),
+    "backend_value": (lambda t, sw18: ["evaluate.py", "data=spacewalk18_qa", "model=mc_qwen2_5_vl", "model.dtype=foo",
+                                       f"data.root={sw18()}", *hydra_dirs(t)], ["dtype must be", "'foo'"]),
+    "task_value": (lambda t, sw18: ["evaluate.py", "data=egocross", "data.qa=foo", *hydra_dirs(t)],
+                   ["EgoCross qa must be closeqa or openqa", "'foo'"]),
+    "synthetic_option": (lambda t, sw18: ["evaluate.py", "data=hirest", "model=hirest_heuristics",
+                                          "data.synthetic.seconds=[10,20]", *hydra_dirs(t)],
+                         ["seconds must satisfy 20 <= lo <= hi", "(10, 20)"]),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_user_error_prints_its_message_alone(case, tmp_path):
+def test_a_user_error_prints_its_message_alone(case, tmp_path, synthetic_spacewalk18):
     command, expected = CASES[case]
-    result = run_command(*command(tmp_path), check=False, timeout=180)
+    result = run_command(*command(tmp_path, lambda: synthetic_spacewalk18(**TINY_SPACEWALK18)), check=False,
+                         timeout=180)
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
