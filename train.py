@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import hydra
 from omegaconf import DictConfig
 
 import spacewalk.training  # registers the config resolvers before Hydra composes
 from spacewalk.command_errors import user_errors_reported
+from spacewalk.training.tasks import with_task_defaults
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
@@ -18,4 +22,6 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    # a command naming a task but no model runs the task's default model (conf/task/<task>.yaml task.default_model)
+    sys.argv = with_task_defaults(sys.argv, Path(__file__).parent / "conf", "train")
     main()

@@ -1,13 +1,17 @@
 """The one run sequence behind train.py and evaluate.py, for every task.
 
-    check the model against the task -> build -> fit (when the model has trainable parameters) -> choose on val
-    (the checkpoint of the best val/loss) -> test -> write
+    build -> fit (when the model has trainable parameters) -> choose on val (the checkpoint of the best
+    val/loss) -> test -> write
+
+(the model and data are checked against the task before, by spacewalk.training.train / evaluate, before
+Lightning is imported).
 
 What differs per task is a `Recipe` (a subclass in the module that conf/task/<task>.yaml names as `task.recipe`,
 exposed as that module's `RECIPE`): how its DataModule and model are built, what a model that is not a
 LightningModule does (baselines, multiple-choice backends), and the files written after the test. Each output
-file has one writer: the LightningModule writes the per-sample predictions of its test epoch, the recipe's
-`write` the run's metrics.json (and the task's other files).
+file has one writer in a run: for a LightningModule, the module writes the per-sample predictions of its test
+epoch and the recipe's `write` the run's metrics.json (and the task's other files); for a model that is not one,
+the recipe's `non_learned` hands the run to the benchmark's own evaluation, which writes both.
 """
 
 from __future__ import annotations

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from openai_stub import Stub
 
 from spacewalk.egocross import openqa
 from spacewalk.egocross.dataset import TESTBED_FILE, EgoCross
 from spacewalk.egocross.synthetic import ANSWERS_FILE, Options, generate_egocross
 from spacewalk.multiple_choice import tiny_models
 from spacewalk.score import main as score_main
+
+from openai_stub import Stub
 
 MARK_4, NO_MARK, MARK_2 = '{"mark": 4, "reason": "same meaning"}', "The prediction looks right to me.", '{"mark": 2}'
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from lossless_videos import write_video
 
 from spacewalk.encoders import ThumbnailVideoEncoder
 from spacewalk.errors import DataError
@@ -22,6 +21,7 @@ from spacewalk.hirest.features import (
 from spacewalk.hirest.subtitles import Subtitle, read_srt, write_srt
 
 from fakes import FakeText
+from lossless_videos import write_video
 
 
 def test_srt_round_trip(tmp_path):

@@ -8,7 +8,6 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from window_decoding import decode_window
 
 import spacewalk.hirest.synthetic.generate as hs
 from spacewalk.hirest.dataset import HiREST
@@ -26,6 +25,8 @@ from spacewalk.hirest.synthetic.options import HiRESTOptions
 from spacewalk.hirest.synthetic.plan import plan_hirest
 from spacewalk.hirest.synthetic.vocabulary import CATEGORIES as THINGS
 from spacewalk.video import open_video
+
+from window_decoding import decode_window
 
 # small enough to generate in about a second, big enough for every kind of video and annotation quirk
 TINY = HiRESTOptions(seed=3, n_train=4, n_val=2, n_test=2, videos_per_query=(1, 3), n_distractors=3,

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lossless_videos import write_video
-from window_decoding import Clip, decode_window
 
 from spacewalk import video
 from spacewalk.errors import DataError
@@ -20,6 +18,9 @@ from spacewalk.video import (
     segment_timestamps,
     sparse_timestamps,
 )
+
+from lossless_videos import write_video
+from window_decoding import Clip, decode_window
 
 BACKENDS = ["decord", "pyav"]
 H, W = 24, 40  # W is not a multiple of 32, so row padding in the decoders would show

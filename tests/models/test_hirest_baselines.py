@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lossless_videos import write_video
 
 from models.hirest_baselines import (
     MomentRetrievalBaseline,
@@ -14,6 +13,8 @@ from models.hirest_baselines import (
     video_embedding,
 )
 from spacewalk.errors import DataError
+
+from lossless_videos import write_video
 
 
 class TableFeatures:

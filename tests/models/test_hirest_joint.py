@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
-from hirest_fakes import FakeFeatures, write_hirest_root
 
 from datamodules.hirest import HiRESTDataModule
 from models.beam_search import beam_search
@@ -22,6 +21,8 @@ from models.hirest_joint_network import CaptionDecoder, JointEncoder
 from models.hirest_segmentation import boundaries_to_steps, peak_span
 from spacewalk.hirest.dataset import HiREST
 from spacewalk.hirest.joint_model_io import PREDICTION_FILES, TASKS, caption_tokenizer, decode_caption, time_to_frame
+
+from hirest_fakes import FakeFeatures, write_hirest_root
 
 TINY = dict(video_dim=8, query_dim=4, asr_dim=6, embed_dim=16, hidden_dim=32, num_layers=1, num_heads=2,
             ffn_dim=64, max_frames=64, dropout=0.0, decoder_layers=1, max_words=16)

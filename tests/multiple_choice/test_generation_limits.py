@@ -10,7 +10,6 @@ import json
 import hydra
 import pytest
 from hydra.errors import InstantiationException
-from openai_stub import Stub
 
 from spacewalk.egocross import openqa
 from spacewalk.egocross.task import ANSWER_LIMITS as EGOCROSS_LIMITS
@@ -29,6 +28,7 @@ from spacewalk.spacewalk18.question_answering import QuestionAnswering
 from spacewalk.spacewalk18.step_recognition_questions import StepRatingQuestions, StepRecognitionQuestions
 
 from conftest import compose_evaluate
+from openai_stub import Stub
 
 
 @pytest.fixture

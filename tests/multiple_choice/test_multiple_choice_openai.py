@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import pytest
-from openai_stub import Stub
 from PIL import Image
 
 from spacewalk.multiple_choice import runner
@@ -20,6 +19,8 @@ from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.parsing import parse_letter
 from spacewalk.multiple_choice.task import Prompt
+
+from openai_stub import Stub
 
 
 @pytest.fixture

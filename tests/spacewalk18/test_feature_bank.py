@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from window_decoding import decode_window
 
 from spacewalk.errors import DataError
 from spacewalk.grid import num_cells
@@ -17,6 +16,7 @@ from spacewalk.spacewalk18.windows import TranscriptIndex, Window
 from spacewalk.video import dense_timestamps, segment_timestamps
 
 from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector
+from window_decoding import decode_window
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)

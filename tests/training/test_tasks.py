@@ -136,3 +136,68 @@ def test_the_step_questions_refuse_an_empty_window_when_built_directly():
     # refused before the dataset is read (so none is needed here)
     with pytest.raises(ValueError, match="context=0s: the window must be longer than 0 s"):
         StepRecognitionQuestions(None, context="0s")
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_each_task_owns_its_data_and_default_models(task, task_models):
+    cfg = OmegaConf.load(CONF / "task" / f"{task}.yaml").task
+    assert cfg.default_model.evaluate in task_models[task]
+    assert cfg.default_model.get("train") in [*task_models[task], None]
+    composed = compose_config("evaluate", f"task={task}", f"data={cfg.default_data}",
+                              f"model={cfg.default_model.evaluate}")
+    assert composed.task.name == task
+    check_model(composed)
+    # the entry points' own defaults are the default task's
+    if task == "step_recognition":
+        assert compose_config("train").hydra.runtime.choices.model == cfg.default_model.train
+        assert compose_config("evaluate").hydra.runtime.choices.model == cfg.default_model.evaluate
+
+
+@pytest.mark.parametrize("data", sorted(p.stem for p in (CONF / "data").glob("*.yaml")))
+def test_each_data_config_says_which_tasks_read_it_and_chooses_one_of_them(data):
+    composed = compose_config("evaluate", f"data={data}")
+    assert composed.task.name in composed.data_tasks and set(composed.data_tasks) <= set(TASKS)
+
+
+def test_data_of_another_task_is_refused_naming_the_tasks_that_read_it():
+    with pytest.raises(ValueError, match="data=synthetic is not read by task=hirest; .*: step_recognition, "
+                                         "intra_video_retrieval"):
+        check_model(compose_config("train", "task=hirest", "data=synthetic", "model=hirest_joint"))
+    with pytest.raises(ValueError, match="data=hirest is not read by task=step_recognition; .*: hirest"):
+        check_model(compose_config("train", "data=hirest", "task=step_recognition", "model=lfb_cat"))
+
+
+@pytest.mark.parametrize("entry, argv, added", [
+    ("train", [], []),
+    ("train", ["model=lfb_avg", "context=1min"], []),
+    ("train", ["experiment=paper_lfb_nl"], []),  # the experiment's model fits: kept
+    ("train", ["task=intra_video_retrieval"], ["model=ivr_last_layer"]),
+    ("train", ["-m", "task=intra_video_retrieval", "seed=0,1", "--cfg", "job"], ["model=ivr_last_layer"]),
+    ("train", ["data=hirest"], ["model=hirest_joint"]),
+    ("train", ["task=hirest"], ["data=hirest", "model=hirest_joint"]),
+    ("train", ["task=intra_video_retrieval", "model=lfb_cat"], []),  # the user's choice: refused, not replaced
+    ("train", ["-m", "task=step_recognition,intra_video_retrieval"], []),  # each job's task differs
+    ("train", ["data=spacewalk18_qa"], []),  # nothing to train: refused by check_model
+    ("evaluate", ["data=hirest"], ["model=hirest_heuristics"]),
+    ("evaluate", ["task=intra_video_retrieval"], ["model=ivr_zero_shot"]),
+    ("evaluate", ["task=multiple_choice"], ["data=spacewalk18_qa"]),  # random is chance there too
+    ("evaluate", ["ckpt_path=RUN/checkpoints/X.ckpt"], []),  # a re-test reads its run's config
+    ("train", ["task=nope"], []),  # Hydra reports it
+])
+def test_a_command_naming_a_task_gets_its_defaults(entry, argv, added):
+    from spacewalk.training.tasks import with_task_defaults
+
+    command = [f"{entry}.py", *argv]
+    assert sorted(with_task_defaults(command, CONF, entry)) == sorted(command + added)
+
+
+def test_a_task_alone_runs_its_default_model_and_train_refuses_a_task_with_nothing_to_train():
+    assert check_model(compose_config("train", "task=intra_video_retrieval", "model=ivr_last_layer")) is None
+    with pytest.raises(ValueError, match="task=multiple_choice has nothing to train"):
+        check_model(compose_config("train", "data=spacewalk18_qa", "model=random"))
+
+
+def test_train_py_adds_the_default_model_to_what_hydra_runs():
+    result = run_command("train.py", "task=intra_video_retrieval", "--cfg", "hydra", timeout=120)
+    assert "task=intra_video_retrieval: model=ivr_last_layer (the task's defaults" in result.stderr
+    assert "- model=ivr_last_layer" in result.stdout  # hydra.overrides.task: what the run records
