@@ -226,6 +226,22 @@ def synthetic_spacewalk18(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def synthetic_hirest(tmp_path_factory):
+    """make(options) -> the root of a synthetic HiREST (spacewalk/hirest/synthetic/options.py HiRESTOptions)."""
+    from spacewalk.hirest.synthetic.generate import generate_hirest
+
+    roots: dict[str, Path] = {}
+
+    def make(options) -> Path:
+        if repr(options) not in roots:
+            roots[repr(options)] = generate_hirest(tmp_path_factory.mktemp("synthetic_hirest") / "hirest", options,
+                                                   progress=False)
+        return roots[repr(options)]
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def synthetic_egoschema_root(tmp_path_factory) -> Path:
     from spacewalk.egoschema.synthetic import Options, generate_egoschema
 

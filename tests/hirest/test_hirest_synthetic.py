@@ -44,8 +44,8 @@ JSON_FILES = [*SPLIT_FILES.values(), NEGATIVES, CATEGORIES, TEST_GT, VAL_GT, VAL
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    return generate_hirest(tmp_path_factory.mktemp("hirest_synthetic") / "hirest", TINY, progress=False)
+def root(synthetic_hirest) -> Path:
+    return synthetic_hirest(TINY)
 
 
 @pytest.fixture(scope="module")
