@@ -41,8 +41,8 @@ def check_model(cfg: DictConfig) -> None:
     task = cfg.task
     entry, defaults = cfg.get("task_name"), task.get("default_model") or {}
     if entry in ("train", "evaluate") and defaults and entry not in defaults:  # multiple choice under train.py
-        raise ConfigError(f"task={task.name} has nothing to train: score its models with `python evaluate.py "
-                          f"data=... model=...` (conf/task/{task.name}.yaml: task.default_model has no {entry})")
+        raise ConfigError(f"model={model_choice(cfg)} has nothing to train: task={task.name} scores its models with "
+                          f"`python evaluate.py` (conf/task/{task.name}.yaml: task.default_model has no {entry})")
     choice, accepted = model_choice(cfg), list(task.get("models") or [])
     if choice is not None and choice not in accepted:
         raise ConfigError(f"model={choice} does not fit task={task.name}; the models of {task.name} "

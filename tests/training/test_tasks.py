@@ -193,7 +193,7 @@ def test_a_command_naming_a_task_gets_its_defaults(entry, argv, added):
 
 def test_a_task_alone_runs_its_default_model_and_train_refuses_a_task_with_nothing_to_train():
     assert check_model(compose_config("train", "task=intra_video_retrieval", "model=ivr_last_layer")) is None
-    with pytest.raises(ValueError, match="task=multiple_choice has nothing to train"):
+    with pytest.raises(ValueError, match="model=random has nothing to train: task=multiple_choice scores"):
         check_model(compose_config("train", "data=spacewalk18_qa", "model=random"))
 
 
