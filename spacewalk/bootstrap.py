@@ -12,7 +12,8 @@ Two cases, one output shape (`Interval.as_dict`: estimate, low, high, level, uni
   recording); the recording's metric is computed on the drawn units and the resample's value is the mean over
   the drawn recordings (nan ones left out, as the official mean does). The interval is the percentile one of
   those values. `within=False` resamples the recordings only (a metric whose units are not exchangeable, such
-  as IoU over a recording's timeline).
+  as IoU over a recording's timeline); `between=False` the units within each recording only, every recording
+  kept once (stratified: intra-video retrieval, whose unit is the sample but whose number is per video).
 
 The draws depend only on `seed` and the units' counts (group sizes), never on the values: two runs scored on
 the same split draw the same resamples, so a paired comparison of two runs can reuse them (`grouped_draws`).
@@ -78,7 +79,7 @@ class Interval:
     high: float | None
     level: float
     unit: str
-    n: int  # the number of top-level units (recordings, questions, ...)
+    n: int  # the number of top-level units (recordings, questions, ...; a stratified bootstrap's: all units)
     n_resamples: int
     seed: int
     method: str
@@ -92,15 +93,18 @@ def _clean(x: float | None) -> float | None:
 
 
 def flat_interval(values: Sequence[float] | np.ndarray, options: BootstrapOptions, unit: str,
-                  statistic: Callable[..., Any] = np.mean, scale: float = 1.0) -> Interval:
+                  statistic: Callable[..., Any] = np.mean, scale: float = 1.0,
+                  estimate: float | None = None) -> Interval:
     """The interval of `statistic(values)` over independent units, by scipy.stats.bootstrap. `statistic` takes
-    `axis` (vectorised); `scale` multiplies estimate and bounds (100: fractions reported in percent)."""
+    `axis` (vectorised); `scale` multiplies estimate and bounds (100: fractions reported in percent);
+    `estimate`: the official number, when the caller has it (the same value up to the order of float operations)."""
     from scipy import stats
 
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 1:
         raise ValueError(f"need a 1-d array of per-unit values, got shape {values.shape}")
-    estimate = _clean(float(statistic(values, axis=-1)) * scale) if len(values) else None
+    if estimate is None and len(values):
+        estimate = _clean(float(statistic(values, axis=-1)) * scale)
     low = high = None
     if len(values) >= 2 and not np.all(values == values[0]):
         result = stats.bootstrap((values,), statistic, n_resamples=options.n_resamples, vectorized=True,
@@ -131,12 +135,19 @@ class GroupedDraws:
     inner: list[np.ndarray]
 
 
-def grouped_draws(sizes: Sequence[int], options: BootstrapOptions, within: bool = True) -> GroupedDraws:
-    """The draws for groups of `sizes` units: recordings with replacement, then each drawn recording's units with
-    replacement (`within`; otherwise all of them once). From `options.seed` and `sizes` alone."""
+def grouped_draws(sizes: Sequence[int], options: BootstrapOptions, within: bool = True,
+                  between: bool = True) -> GroupedDraws:
+    """The draws for groups of `sizes` units: recordings with replacement (`between`; otherwise every recording
+    once: a bootstrap stratified by recording), then each drawn recording's units with replacement (`within`;
+    otherwise all of them once). From `options.seed` and `sizes` alone."""
+    if not (within or between):
+        raise ValueError("a bootstrap resamples the groups, their units or both")
     rng = np.random.default_rng(options.seed)
     n_groups, b = len(sizes), options.n_resamples
-    outer = rng.integers(0, n_groups, size=(b, n_groups))
+    if between:
+        outer = rng.integers(0, n_groups, size=(b, n_groups))
+    else:
+        outer = np.tile(np.arange(n_groups), (b, 1))
     occurrences = np.bincount(outer.ravel(), minlength=n_groups)
     inner = []
     for g, n in enumerate(sizes):
@@ -167,7 +178,7 @@ def grouped_replicates(groups: Sequence[Any], metric: Callable[[Any, np.ndarray]
 
 def grouped_interval(groups: Sequence[Any], sizes: Sequence[int], metric: Callable[[Any, np.ndarray], np.ndarray],
                      options: BootstrapOptions, unit: str, within: bool = True, scale: float = 1.0,
-                     estimate: float | None = None) -> Interval:
+                     estimate: float | None = None, between: bool = True) -> Interval:
     """The two-stage (recordings, then units) percentile interval of the mean over groups of `metric`.
 
     `estimate`: the official number, when the caller has it (otherwise the mean of the groups' metrics on all
@@ -180,10 +191,35 @@ def grouped_interval(groups: Sequence[Any], sizes: Sequence[int], metric: Callab
         estimate = float(np.nanmean(whole)) * scale if (~np.isnan(whole)).any() else None
     low = high = None
     if len(groups) >= 1 and sum(sizes) >= 2:
-        replicates = grouped_replicates(groups, metric, grouped_draws(sizes, options, within)) * scale
+        replicates = grouped_replicates(groups, metric, grouped_draws(sizes, options, within, between)) * scale
         replicates = replicates[~np.isnan(replicates)]
         if len(replicates):
             alpha = (1 - options.level) / 2
             low, high = (float(x) for x in np.quantile(replicates, [alpha, 1 - alpha]))
-    return Interval(_clean(estimate), low, high, options.level, unit, len(groups), options.n_resamples,
-                    options.seed, "percentile (two-stage: ours)")
+    method = "percentile (two-stage: ours)" if between and within else (
+        "percentile (recordings: ours)" if between else "percentile (stratified by recording: ours)")
+    # n: the top-level units (the recordings; the samples when the recordings are kept)
+    return Interval(_clean(estimate), low, high, options.level, unit, len(groups) if between else int(sum(sizes)),
+                    options.n_resamples, options.seed, method)
+
+
+def accuracy_intervals(correct: Sequence[bool] | np.ndarray, options: BootstrapOptions, name: str = "accuracy",
+                       unit: str = "questions", groups: Mapping[str, Sequence[Any]] | None = None,
+                       estimates: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Percent accuracy's interval over independent units (`flat_interval` of the 0/1 correctness), as
+    {name: interval}, and per group value with `groups` ({"domain": each unit's domain, ...}):
+    {"per_domain": {value: interval}} (each value's units alone). `estimates`: the official numbers, as
+    {name: value, "per_domain": {value: number}}, so that each interval's estimate is the number beside it."""
+    correct = np.asarray(correct, dtype=np.float64)
+    estimates = estimates or {}
+    out: dict[str, Any] = {name: flat_interval(correct, options, unit, scale=100,
+                                               estimate=estimates.get(name)).as_dict()}
+    for group, keys in (groups or {}).items():
+        keys = np.asarray(list(keys), dtype=object)
+        if len(keys) != len(correct):
+            raise ValueError(f"{len(correct)} units but {len(keys)} {group} values")
+        official = estimates.get(f"per_{group}", {})
+        out[f"per_{group}"] = {str(value): flat_interval(correct[keys == value], options, unit, scale=100,
+                                                         estimate=official.get(value)).as_dict()
+                               for value in sorted(set(keys.tolist()), key=str)}
+    return out

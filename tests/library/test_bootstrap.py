@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spacewalk.bootstrap import BootstrapOptions, flat_interval, grouped_draws, grouped_interval
+from spacewalk.bootstrap import (
+    BootstrapOptions,
+    accuracy_intervals,
+    flat_interval,
+    grouped_draws,
+    grouped_interval,
+)
 from spacewalk.errors import ConfigError
 
 OPTS = BootstrapOptions(n_resamples=2000, level=0.95, seed=0)
@@ -98,3 +104,25 @@ def test_grouped_interval_leaves_undefined_recordings_out_of_the_mean():
     interval = grouped_interval([0.2, np.nan, 0.4], [1, 1, 1], metric, OPTS, "recordings", within=False)
     assert interval.estimate == pytest.approx(0.3)
     assert interval.low == pytest.approx(0.2) and interval.high == pytest.approx(0.4)
+
+
+def test_accuracy_intervals_overall_and_per_group_carry_the_official_estimates():
+    correct = [True, False, True, True] * 10 + [False] * 10
+    domains = ["a"] * 40 + ["b"] * 10
+    out = accuracy_intervals(correct, OPTS, groups={"domain": domains},
+                             estimates={"accuracy": 60.0, "per_domain": {"a": 75.0, "b": 0.0}})
+    assert out["accuracy"]["estimate"] == 60.0 and out["accuracy"]["low"] < 60 < out["accuracy"]["high"]
+    assert set(out["per_domain"]) == {"a", "b"} and out["per_domain"]["a"]["n"] == 40
+    assert out["per_domain"]["b"]["low"] == out["per_domain"]["b"]["high"] == 0.0  # all wrong: no spread
+    assert accuracy_intervals(correct, OPTS)["accuracy"]["estimate"] == pytest.approx(60.0)
+
+
+def test_a_bootstrap_stratified_by_recording_keeps_every_recording_once():
+    draws = grouped_draws([3, 5], BootstrapOptions(n_resamples=50, seed=0), between=False)
+    assert (draws.outer == [0, 1]).all() and all(len(c) == 50 and (c != 1).any() for c in draws.inner)
+    groups = [np.ones(4), np.zeros(6)]  # no spread within a recording: none at all when the recordings are kept
+    interval = grouped_interval(groups, [4, 6], mean_of_units, OPTS, "samples", between=False, scale=100)
+    assert (interval.estimate, interval.low, interval.high, interval.n) == (50.0, 50.0, 50.0, 10)
+    assert interval.method == "percentile (stratified by recording: ours)"
+    with pytest.raises(ValueError, match="resamples"):
+        grouped_draws([3], OPTS, within=False, between=False)
