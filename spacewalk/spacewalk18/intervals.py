@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.bootstrap import BootstrapOptions, grouped_interval
-from spacewalk.spacewalk18.dataset import Recording, StepSample
+from spacewalk.spacewalk18.dataset import Recording, RetrievalSample, StepSample
 from spacewalk.spacewalk18.scoring import resampled_accuracies, resampled_mean_average_precisions
 
 RECORDINGS_THEN_SAMPLES = "recordings, then samples within them"
@@ -59,3 +59,23 @@ def step_recognition_intervals(recordings: Mapping[str, Recording], samples: Map
         out["IoU"] = grouped_interval(videos, sizes, iou, options, RECORDINGS, within=False, scale=100,
                                       estimate=metrics["IoU"]).as_dict()
     return out
+
+
+SAMPLES_WITHIN_RECORDINGS = "samples (resampled within each recording, every recording kept once)"
+
+
+def retrieval_intervals(predictions: Mapping[str, Sequence[int] | np.ndarray],
+                        samples: Mapping[str, Sequence[RetrievalSample]], metrics: Mapping[str, Any],
+                        options: BootstrapOptions) -> dict[str, dict[str, Any]]:
+    """{"Accuracy": interval} of intra-video retrieval beside `metrics` (`retrieval_accuracy`'s, the estimate).
+    The unit is the sample; the official number is per video, then the mean, so the samples are resampled within
+    each recording and the recordings kept (a bootstrap stratified by recording)."""
+    videos = list(predictions)
+    labels = {v: np.array([s.label for s in samples[v]], dtype=np.int64) for v in videos}
+
+    def accuracy(v: str, counts: np.ndarray) -> np.ndarray:
+        return resampled_accuracies(np.asarray(predictions[v]), labels[v], counts)
+
+    return {"Accuracy": grouped_interval(videos, [len(labels[v]) for v in videos], accuracy, options,
+                                         SAMPLES_WITHIN_RECORDINGS, scale=100, estimate=metrics["Accuracy"],
+                                         between=False).as_dict()}

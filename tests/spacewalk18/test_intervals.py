@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 from spacewalk.bootstrap import BootstrapOptions
-from spacewalk.spacewalk18.dataset import Spacewalk18
-from spacewalk.spacewalk18.intervals import step_recognition_intervals
+from spacewalk.spacewalk18.dataset import RetrievalSample, Spacewalk18
+from spacewalk.spacewalk18.intervals import retrieval_intervals, step_recognition_intervals
 from spacewalk.spacewalk18.scoring import (
     accuracy,
     class_average_precisions,
     resampled_accuracies,
     resampled_mean_average_precisions,
+    retrieval_accuracy,
     step_recognition_metrics,
 )
 
@@ -65,3 +66,14 @@ def test_intervals_surround_the_official_numbers(synthetic_spacewalk18):
     without_scores = step_recognition_intervals(dataset.recordings, samples, predictions, None,
                                                 {**metrics, "mAP": None}, options)
     assert set(without_scores) == {"Accuracy", "IoU"}
+
+
+def test_retrieval_intervals_resample_the_samples_within_each_recording():
+    rng = np.random.default_rng(0)
+    samples = {v: [RetrievalSample(i, 10 * i, (10 * i + 5, 10 * i + 7), int(rng.integers(0, 2))) for i in range(n)]
+               for v, n in (("a", 40), ("b", 60), ("c", 25))}
+    predictions = {v: np.array([x.label if rng.random() < 0.7 else 1 - x.label for x in s]) for v, s in samples.items()}
+    metrics = retrieval_accuracy(predictions, samples)
+    interval = retrieval_intervals(predictions, samples, metrics, BootstrapOptions(n_resamples=300))["Accuracy"]
+    assert interval["estimate"] == metrics["Accuracy"] and interval["low"] < metrics["Accuracy"] < interval["high"]
+    assert interval["unit"].startswith("samples") and interval["n"] == 125
