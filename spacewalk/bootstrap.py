@@ -223,3 +223,43 @@ def accuracy_intervals(correct: Sequence[bool] | np.ndarray, options: BootstrapO
                                                          estimate=official.get(value)).as_dict()
                                for value in sorted(set(keys.tolist()), key=str)}
     return out
+
+
+def _numbers(summary: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """The float leaves of a nested summary, keyed by their path ("recall/0.5"); counts (ints) left out."""
+    out: dict[str, float] = {}
+    for key, value in summary.items():
+        if isinstance(value, Mapping):
+            out |= _numbers(value, f"{prefix}{key}/")
+        elif isinstance(value, float):
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def summary_intervals(units: Sequence[Any], summarise: Callable[[list], Mapping[str, Any]],
+                      options: BootstrapOptions, unit: str) -> dict[str, dict[str, Any]]:
+    """The interval of every number `summarise(units)` reports (its float leaves, by path), over independent
+    units: scipy.stats.bootstrap resamples the units' indices and `summarise` scores each resample, all the
+    numbers from the same resamples. The estimates are `summarise(units)`, the official numbers."""
+    from scipy import stats
+
+    units = list(units)
+    estimates = _numbers(summarise(units))
+    names = list(estimates)
+    low: dict[str, float | None] = dict.fromkeys(names)
+    high: dict[str, float | None] = dict.fromkeys(names)
+    if len(units) >= 2 and names:
+        def statistic(indices: np.ndarray) -> np.ndarray:
+            numbers = _numbers(summarise([units[i] for i in indices]))
+            return np.array([numbers[name] for name in names])
+
+        result = stats.bootstrap((np.arange(len(units)),), statistic, n_resamples=options.n_resamples,
+                                 vectorized=False, confidence_level=options.level, method=options.method,
+                                 rng=np.random.default_rng(options.seed))
+        bounds = zip(np.atleast_1d(result.confidence_interval.low), np.atleast_1d(result.confidence_interval.high),
+                     strict=True)
+        for name, (lo, hi) in zip(names, bounds, strict=True):
+            # every resample alike (a constant number): scipy's percentile is that value, BCa nan
+            low[name], high[name] = (_clean(float(lo)), _clean(float(hi)))
+    return {name: Interval(estimates[name], low[name], high[name], options.level, unit, len(units),
+                           options.n_resamples, options.seed, options.method).as_dict() for name in names}

@@ -11,6 +11,7 @@ from spacewalk.bootstrap import (
     flat_interval,
     grouped_draws,
     grouped_interval,
+    summary_intervals,
 )
 from spacewalk.errors import ConfigError
 
@@ -126,3 +127,17 @@ def test_a_bootstrap_stratified_by_recording_keeps_every_recording_once():
     assert interval.method == "percentile (stratified by recording: ours)"
     with pytest.raises(ValueError, match="resamples"):
         grouped_draws([3], OPTS, within=False, between=False)
+
+
+def test_summary_intervals_cover_every_number_of_a_nested_summary_from_the_same_resamples():
+    units = [{"hit": i % 2 == 0, "score": i / 10} for i in range(40)]
+
+    def summarise(xs):
+        return {"total": len(xs), "R@1": 100 * sum(x["hit"] for x in xs) / len(xs),
+                "mean": {"0.5": sum(x["score"] for x in xs) / len(xs)}}
+
+    out = summary_intervals(units, summarise, OPTS, "queries")
+    assert set(out) == {"R@1", "mean/0.5"}  # the count is no metric
+    assert out["R@1"]["estimate"] == 50.0 and out["R@1"]["low"] < 50 < out["R@1"]["high"]
+    assert out["mean/0.5"]["low"] < 1.95 < out["mean/0.5"]["high"] and out["R@1"]["unit"] == "queries"
+    assert summary_intervals(units, summarise, OPTS, "queries") == out
