@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.egocross import closeqa, openqa
 from spacewalk.egocross.dataset import EgoCross, Question
 from spacewalk.egocross.scoring import grouped_accuracy
@@ -39,6 +40,15 @@ def score_closeqa(questions: Sequence[Question], replies: Mapping[int, str]) -> 
     correct = {q.id: closeqa.is_correct(replies[q.id], q.answer.letter) for q in questions}
     unparsable = {q.id: closeqa.choice(replies[q.id], q.letters) is None for q in questions}
     return grouped_accuracy(questions, correct, unparsable)
+
+
+def domain_intervals(questions: Sequence[Question], correct: Sequence[bool], options: BootstrapOptions,
+                     metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """metrics.json's "intervals": accuracy over the questions, overall and per domain (spacewalk/bootstrap.py),
+    beside `metrics` (grouped_accuracy's: the estimates)."""
+    estimates = {"accuracy": metrics["accuracy"],
+                 "per_domain": {d: m["accuracy"] for d, m in metrics.get("per_domain", {}).items()}}
+    return accuracy_intervals(correct, options, groups={"domain": [q.domain for q in questions]}, estimates=estimates)
 
 
 def openqa_metrics(questions: Sequence[Question], judgements: Sequence[openqa.Judgement],
@@ -112,6 +122,14 @@ class EgoCrossCloseQATask:
         correct = {q.id: by_record[str(q.id)].choice == q.answer_index for q in questions}
         unparsable = {q.id: by_record[str(q.id)].choice is None for q in questions}
         return grouped_accuracy(questions, correct, unparsable)
+
+    def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
+                  options: BootstrapOptions) -> dict[str, Any]:
+        """The accuracy's interval over the answered questions, overall and per domain."""
+        by_record = {r.item_id: r for r in records}
+        questions = [self._by_id[item.id] for item in items if item.answer is not None]
+        return domain_intervals(questions, [by_record[str(q.id)].choice == q.answer_index for q in questions],
+                                options, metrics)
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         """The raw replies keyed by id: what `python -m spacewalk.score egocross --task closeqa` reads. A
@@ -195,6 +213,16 @@ class EgoCrossOpenQATask:
         questions = [self._by_id[item.id] for item in answered]
         judge = getattr(self.judge, "name", "given") if self.judge is not None else "none"
         return openqa_metrics(questions, judgements, judge)
+
+    def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
+                  options: BootstrapOptions) -> dict[str, Any]:
+        """The accuracy's interval over the answered questions (judged once: `judgements` keeps them), overall
+        and per domain."""
+        by_record = {r.item_id: r for r in records}
+        answered = [item for item in items if item.answer is not None]
+        judgements = self.judgements([(item.id, by_record[item.id].reply) for item in answered])
+        return domain_intervals([self._by_id[item.id] for item in answered], [j.correct for j in judgements],
+                                options, metrics)
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         by_record = {r.item_id: r for r in records}

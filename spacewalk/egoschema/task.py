@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.egoschema import prompts, scoring
 from spacewalk.egoschema.dataset import EgoSchema
 from spacewalk.egoschema.synthetic import ensure_egoschema
@@ -72,6 +73,13 @@ class EgoSchemaTask:
         result["items"] = len(items)
         result["unparsable_all"] = sum(1 for r in records if r.choice is None)
         return result
+
+    def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
+                  options: BootstrapOptions) -> dict[str, Any]:
+        """The accuracy's interval over the questions with a known answer (those `metrics` counts)."""
+        choices = {r.item_id: r.choice for r in records}
+        return accuracy_intervals([choices.get(item.id) == item.answer for item in items if item.answer is not None],
+                                  options, estimates={"accuracy": metrics["accuracy"]})
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         answers = scoring.submission({r.item_id: r.choice for r in records}, [item.id for item in items])

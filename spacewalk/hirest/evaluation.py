@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.errors import ConfigError
 from spacewalk.hirest.dataset import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE, HiREST
 from spacewalk.hirest.predictions import write_task_predictions
@@ -31,11 +32,15 @@ def gt_file(dataset: HiREST, task: str, split: str) -> Path:
     return dataset.path(SPLIT_FILE.format(split=split))
 
 
-def score(dataset: HiREST, task: str, split: str, predictions: Path) -> dict[str, Any]:
+def score(dataset: HiREST, task: str, split: str, predictions: Path,
+          bootstrap: BootstrapOptions | None = None) -> dict[str, Any]:
+    """The official scores of one task's prediction file; `bootstrap`: with the intervals of the overall numbers
+    over the task's queries (video and moment retrieval, segmentation; captioning's corpus metrics have none)."""
     from spacewalk.hirest import scoring
 
     scorer = getattr(scoring, f"score_{task}")
-    return scorer(predictions, gt_file(dataset, task, split), dataset.path(CATEGORIES_FILE))
+    extra = {"bootstrap": bootstrap} if bootstrap is not None and task in TASKS else {}
+    return scorer(predictions, gt_file(dataset, task, split), dataset.path(CATEGORIES_FILE), **extra)
 
 
 def baseline_predictions(dataset: HiREST, split: str, task: str, baseline, features, videos_dir: Path) -> dict:
@@ -53,7 +58,8 @@ def baseline_predictions(dataset: HiREST, split: str, task: str, baseline, featu
 
 
 def evaluate_hirest_baselines(dataset: HiREST, baselines: dict[str, Any], split: str, out_dir: str | Path,
-                              features=None, videos_dir: str | Path | None = None) -> dict[str, Any]:
+                              features=None, videos_dir: str | Path | None = None,
+                              bootstrap: BootstrapOptions | None = None) -> dict[str, Any]:
     """baselines: task -> baseline object (models/hirest_baselines.py); a task set to None is left out."""
     out_dir = Path(out_dir)
     videos_dir = Path(videos_dir) if videos_dir else dataset.path("data/videos")
@@ -64,7 +70,7 @@ def evaluate_hirest_baselines(dataset: HiREST, baselines: dict[str, Any], split:
         log.info("%s on %s: %s", task, split, baseline)
         predictions = baseline_predictions(dataset, split, task, baseline, features, videos_dir)
         path = write_task_predictions(out_dir, task, predictions)
-        results[task] = score(dataset, task, split, path)
+        results[task] = score(dataset, task, split, path, bootstrap)
         log.info("%s (%s, all categories): %s", task, split, overall_summary(results[task]))
     write_json(out_dir / "metrics.json", {"split": split, **results})
     log.info("outputs: %s", out_dir)
@@ -79,4 +85,9 @@ def overall_summary(metrics: dict) -> str:
             parts += [f"{name}@{k} {v:.2f}" for k, v in value.items() if isinstance(v, (int, float))]
         elif isinstance(value, (int, float)) and name != "total":
             parts.append(f"{name} {value:.2f}")
+    intervals = {k: i for k, i in (metrics.get("intervals") or {}).items() if i["low"] is not None}
+    if intervals:
+        level = next(iter(intervals.values()))["level"]
+        parts.append(f"{level:.0%} CI over {next(iter(intervals.values()))['unit']}: " + ", ".join(
+            f"{k} {i['low']:.2f}-{i['high']:.2f}" for k, i in intervals.items()))
     return ", ".join(parts)

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spacewalk.bootstrap import BootstrapOptions, summary_intervals
 from spacewalk.errors import DataError
 from spacewalk.hirest.dataset import DURATION_SLACK, Categories
 from spacewalk.io import load_json
@@ -243,12 +244,17 @@ def _sorted_categories(values: Iterable[str]) -> list[str]:
     return sorted(set(values))
 
 
-def _by_category(items: Sequence[tuple[str, Any]], summarise: Callable[[list], dict[str, Any]]) -> dict[str, Any]:
-    """`{"all": summary of every item, "per_category": {category: summary of its items}}`, items in order."""
+def _by_category(items: Sequence[tuple[str, Any]], summarise: Callable[[list], dict[str, Any]],
+                 bootstrap: BootstrapOptions | None = None, unit: str = "queries") -> dict[str, Any]:
+    """`{"all": summary of every item, "per_category": {category: summary of its items}}`, items in order;
+    with `bootstrap`, `"intervals"`: the interval of each overall number over the items (spacewalk/bootstrap.py)."""
     per_category = {}
     for category in _sorted_categories(c for c, _ in items):
         per_category[category] = summarise([x for c, x in items if c == category])
-    return {OVERALL: summarise([x for _, x in items]), "per_category": per_category}
+    result = {OVERALL: summarise([x for _, x in items]), "per_category": per_category}
+    if bootstrap is not None:
+        result["intervals"] = summary_intervals([x for _, x in items], summarise, bootstrap, unit)
+    return result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -369,7 +375,8 @@ def _mean_percent(values: list) -> float:
     return sum(values) / len(values) * 100
 
 
-def score_video_retrieval(predictions: Source, gt: Source, categories: Source | Categories) -> dict[str, Any]:
+def score_video_retrieval(predictions: Source, gt: Source, categories: Source | Categories,
+                          bootstrap: BootstrapOptions | None = None) -> dict[str, Any]:
     """Video retrieval R@1/5/10/50, per query category and overall.
 
     `predictions`: `{query: {"videos": [...], "scores": [...]}}` (a path or the loaded object); `gt`: the
@@ -404,7 +411,7 @@ def score_video_retrieval(predictions: Source, gt: Source, categories: Source | 
             result[f"R@{k}"] = (sum(h[k] for h in hits) / len(hits)) * 100
         return result
 
-    return _by_category(items, summarise)
+    return _by_category(items, summarise, bootstrap, "queries")
 
 
 def masked_moments(split: Mapping[str, Mapping[str, dict]]) -> bool:
@@ -414,7 +421,7 @@ def masked_moments(split: Mapping[str, Mapping[str, dict]]) -> bool:
 
 
 def score_moment_retrieval(predictions: Source, gt: Source, categories: Source | Categories,
-                           allow_reversed: bool = False) -> dict[str, Any]:
+                           allow_reversed: bool = False, bootstrap: BootstrapOptions | None = None) -> dict[str, Any]:
     """Moment retrieval R@0.5 and R@0.7 (IoU >= t) over (query, video) pairs with `clip == true`.
 
     `predictions`: `{query: {video: {"bounds": [s, e]}}}`; `gt`: the split file. The public test split
@@ -456,7 +463,7 @@ def score_moment_retrieval(predictions: Source, gt: Source, categories: Source |
             result[f"R@{t}"] = (sum(h[t] for h in hits) / len(hits)) * 100
         return result
 
-    return _by_category(items, summarise)
+    return _by_category(items, summarise, bootstrap, "queries (each clippable (query, video) pair)")
 
 
 def read_segment_predictions(predictions: Source, gt: Mapping[str, dict],
@@ -473,7 +480,8 @@ def read_segment_predictions(predictions: Source, gt: Mapping[str, dict],
 
 def score_moment_segmentation(predictions: Source, gt: Source, categories: Source | Categories,
                               preprocess: bool = True, nms_order: str = "introsort",
-                              allow_reversed: bool = False) -> dict[str, Any]:
+                              allow_reversed: bool = False,
+                              bootstrap: BootstrapOptions | None = None) -> dict[str, Any]:
     """Moment segmentation recall and precision at IoU > 0.5 and > 0.7, mean over videos, per video category.
 
     `gt`: the formatted step GT. `preprocess` is the authors' `--preprocess_moment_bounds` (their score
@@ -495,7 +503,7 @@ def score_moment_segmentation(predictions: Source, gt: Source, categories: Sourc
                 "recall": {f"{t}": _mean_percent([s[t][0] for s in scores]) for t in IOU_THRESHOLDS},
                 "precision": {f"{t}": _mean_percent([s[t][1] for s in scores]) for t in IOU_THRESHOLDS}}
 
-    return _by_category(items, summarise)
+    return _by_category(items, summarise, bootstrap, "videos (each video's moment: the segmentation's query)")
 
 
 @dataclass(frozen=True)

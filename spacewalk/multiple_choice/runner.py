@@ -36,6 +36,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.errors import ConfigError, DataError
 from spacewalk.io import load_json, write_json
 from spacewalk.multiple_choice.generation import generation_record
@@ -170,11 +171,11 @@ def _progress_postfix(correct: int, answered: int, unparsable: int) -> dict[str,
 def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chunk_size: int = 8,
         identity: Mapping[str, Any] | None = None, rank: int | None = None, world_size: int | None = None,
         wait_seconds: float = 24 * 3600, poll_seconds: float = 2.0, progress: bool = True,
-        prompts: str = "parts") -> dict[str, Any] | None:
+        prompts: str = "parts", bootstrap: BootstrapOptions | None = None) -> dict[str, Any] | None:
     """Answer every item of `task` not yet recorded in `run_dir`, then (rank 0) merge the records and write
     `metrics.json` and the task's official files. Returns the metrics on rank 0, None on the other ranks.
     `prompts`: "parts" (each distinct prompt part once, in prompt_parts.jsonl) or "full" (every record
-    carries its whole prompt)."""
+    carries its whole prompt). `bootstrap`: the intervals beside the metrics (`finish`)."""
     if chunk_size < 1:
         raise ConfigError(f"chunk_size must be at least 1, got {chunk_size}")
     if prompts not in PROMPT_FORMS:
@@ -235,13 +236,17 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
             part_writer.path.unlink()
     if rank != 0:
         return None
-    return finish(task, run_dir, items, wait_seconds=wait_seconds, poll_seconds=poll_seconds)
+    return finish(task, run_dir, items, wait_seconds=wait_seconds, poll_seconds=poll_seconds,
+                  bootstrap=bootstrap)
 
 
 def finish(task: MultipleChoiceTask, run_dir: Path, items: Sequence[MultipleChoiceItem] | None = None, *,
-           wait_seconds: float = 0.0, poll_seconds: float = 2.0) -> dict[str, Any]:
+           wait_seconds: float = 0.0, poll_seconds: float = 2.0,
+           bootstrap: BootstrapOptions | None = None) -> dict[str, Any]:
     """Rank 0's end: wait for every item's record, merge the shards into records.jsonl (item order), write
-    metrics.json and the task's official files. Also re-scores a finished run directory on its own."""
+    metrics.json and the task's official files. Also re-scores a finished run directory on its own.
+    `bootstrap`: metrics.json's "intervals" from the task's `intervals(items, records, metrics, options)`
+    (spacewalk/bootstrap.py; a task without one has none), over the per-item units records.jsonl keeps."""
     items = list(task.items()) if items is None else list(items)
     deadline = time.monotonic() + wait_seconds
     while True:
@@ -256,6 +261,9 @@ def finish(task: MultipleChoiceTask, run_dir: Path, items: Sequence[MultipleChoi
     records = [done[item.id] for item in items]
     write_merged(run_dir, records)
     metrics = task.metrics(items, records)
+    intervals = getattr(task, "intervals", None)
+    if bootstrap is not None and intervals is not None:
+        metrics["intervals"] = intervals(items, records, metrics, bootstrap)
     task.write_outputs(items, records, run_dir)
     write_json(run_dir / METRICS, metrics)
     return metrics

@@ -13,9 +13,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.errors import ConfigError
 from spacewalk.io import write_json
 from spacewalk.spacewalk18.dataset import Spacewalk18
+from spacewalk.spacewalk18.intervals import step_recognition_intervals
 from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.spacewalk18.timeline import plot_timeline
@@ -31,11 +33,22 @@ def format_table(metrics: dict) -> str:
     for video_id, m in metrics["per_video"].items():
         rows.append(f"{video_id:<10} {cell(m['Accuracy']):>9} {cell(m['mAP']):>7} {cell(m['IoU']):>7}")
     rows.append(f"{'mean':<10} {cell(metrics['Accuracy']):>9} {cell(metrics['mAP']):>7} {cell(metrics['IoU']):>7}")
+    intervals = metrics.get("intervals")
+    if intervals:
+        def bounds(name):
+            i = intervals.get(name)
+            return "-" if i is None or i["low"] is None else f"{i['low']:.2f}-{i['high']:.2f}"
+
+        level = next(iter(intervals.values()))["level"]
+        rows.append(f"{f'{level:.0%} CI':<10} {bounds('Accuracy'):>9} {bounds('mAP'):>7} {bounds('IoU'):>7}"
+                    "   (bootstrap over recordings, then samples; IoU over recordings: metrics.json \"intervals\")")
     return "\n".join(rows)
 
 
 def evaluate_step_recognition(dataset: Spacewalk18, model, split: str, out_dir: str | Path,
-                              fit_split: str = "train", plots: bool = True) -> dict:
+                              fit_split: str = "train", plots: bool = True,
+                              bootstrap: BootstrapOptions | None = None) -> dict:
+    """`bootstrap`: the intervals beside the metrics (spacewalk/spacewalk18/intervals.py), None for none."""
     if fit_split == split:
         raise ConfigError(f"fit_split and split are both {split!r}: a model never takes statistics from the "
                           "split it is scored on")
@@ -48,6 +61,9 @@ def evaluate_step_recognition(dataset: Spacewalk18, model, split: str, out_dir: 
 
     write_step_predictions(out_dir / "predictions.json", predictions, scores)
     metrics = step_recognition_metrics(recordings, samples, predictions, scores)
+    if bootstrap is not None:
+        metrics["intervals"] = step_recognition_intervals(recordings, samples, predictions, scores, metrics,
+                                                          bootstrap)
     write_json(out_dir / "metrics.json", {"split": split, "model": type(model).__name__, **metrics})
     if plots:
         for v in tqdm(samples, desc="timelines", unit="video", leave=False):

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, letter, parse_letter
@@ -116,6 +117,16 @@ class QuestionAnswering:
             if by_id[item.id].choice is None:
                 unparsable_per_type[item.meta["type"]] = unparsable_per_type.get(item.meta["type"], 0) + 1
         return result | {"unparsable": sum(unparsable_per_type.values()), "unparsable_per_type": unparsable_per_type}
+
+    def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
+                  options: BootstrapOptions) -> dict[str, Any]:
+        """Accuracy's interval over the questions (the official answers, unparsable ones filled as scored),
+        overall and per question type."""
+        questions = {str(q.question_id): q for q in self.questions}
+        asked = [questions[i.id] for i in items]
+        correct = [a == q.answer for a, q in zip(self.official_answers(items, records), asked, strict=True)]
+        return accuracy_intervals(correct, options, name="Accuracy", groups={"type": [q.type for q in asked]},
+                                  estimates={"Accuracy": metrics["Accuracy"], "per_type": metrics["per_type"]})
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         if len(items) != len(self.dataset.questions()):

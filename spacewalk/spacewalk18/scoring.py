@@ -254,3 +254,47 @@ def retrieval_accuracy(predictions: Mapping[str, Sequence[int] | np.ndarray],
         per_video[video_id] = accuracy(np.asarray(pred), [s.label for s in samples[video_id]])
     return {"Accuracy": float(np.mean(list(per_video.values()))) * 100,
             "per_video": {v: a * 100 for v, a in per_video.items()}}
+
+
+# --------------------------------------------------------------------------------------------------
+# resampled data (the bootstrap intervals: spacewalk/bootstrap.py, spacewalk/spacewalk18/intervals.py)
+
+
+def resampled_accuracies(predictions: np.ndarray, labels: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """`accuracy` of m resamples of one video's samples at once: counts [m, n] multiplicities of each sample."""
+    correct = (np.asarray(predictions) == np.asarray(labels)).astype(np.float64)
+    return counts @ correct / counts.sum(axis=1)
+
+
+def resampled_mean_average_precisions(scores: np.ndarray, labels: np.ndarray, classes: Sequence[int],
+                                      counts: np.ndarray) -> np.ndarray:
+    """The mean over `classes` (nan ones left out, the "exclude" policy) of the authors' AP, for m resamples of
+    one video's samples at once: counts [m, n] multiplicities. Equal to `class_average_precisions` on the
+    resampled rows (tests/spacewalk18/test_intervals.py checks it): a sample drawn c times is c tied copies,
+    which add c steps of recall at precisions no higher than the last copy's, so the area is that of the sample
+    weighted c; one sort per class serves every resample. nan for a resample with no defined class."""
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels)
+    classes = np.asarray(classes, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.float64)
+    total = np.zeros(len(counts))
+    defined = np.zeros(len(counts))
+    for c in classes:
+        pos = (labels == c).astype(np.int64)
+        if not pos.any():
+            continue  # no positive in any resample: nan everywhere, left out
+        order = np.lexsort((pos, -scores[:, c]))  # the authors' order: score descending, negatives first on ties
+        w, p = counts[:, order], pos[order].astype(np.float64)
+        tp = np.cumsum(w * p, axis=1)
+        seen = np.cumsum(w, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            precision = np.where(seen > 0, tp / seen, 0.0)
+            # interpolated precision: the best at this rank or any later (higher or equal recall)
+            best_after = np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
+            n_pos = tp[:, -1]
+            ap = (w * p * best_after).sum(axis=1) / n_pos
+        has = n_pos > 0
+        total[has] += ap[has]
+        defined[has] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(defined > 0, total / np.maximum(defined, 1), np.nan)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.durations import parse_duration
 from spacewalk.errors import ConfigError
 from spacewalk.io import write_json
@@ -32,6 +33,7 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_li
 from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, StepSample, samples_to_json
+from spacewalk.spacewalk18.intervals import step_recognition_intervals
 from spacewalk.spacewalk18.open import open_spacewalk18
 from spacewalk.spacewalk18.predictions import write_step_predictions
 from spacewalk.spacewalk18.question_answering import ANSWER_LIMITS, choices_block
@@ -161,6 +163,13 @@ class StepRecognitionQuestions:
         unparsable = sum(r.choice is None for r in records)
         return result | {"split": self.split, "context_seconds": self.w, "count": len(items),
                          "unparsable": unparsable, "official_samples": self.complete}
+
+    def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
+                  options: BootstrapOptions) -> dict[str, Any]:
+        """The step-recognition intervals (recordings, then samples: spacewalk/spacewalk18/intervals.py)."""
+        predictions, scores = self.predictions(items, records)
+        return step_recognition_intervals(self.dataset.recordings, self.samples, predictions, scores, metrics,
+                                          options)
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         predictions, scores = self.predictions(items, records)

@@ -136,3 +136,24 @@ def load_run_config(ckpt: Path, output_dir: str) -> DictConfig:
     with open_dict(run_cfg):
         run_cfg.paths.output_dir = output_dir
     return run_cfg
+
+
+def bootstrap_options(cfg: DictConfig):
+    """The config's metrics.bootstrap (spacewalk/bootstrap.py), None where n_resamples is 0 (no intervals). A run
+    directory written before the intervals existed has none: the defaults."""
+    from spacewalk.bootstrap import BootstrapOptions
+
+    values = OmegaConf.select(cfg, "metrics.bootstrap", default=None)
+    options = BootstrapOptions.from_mapping(OmegaConf.to_container(values) if values is not None else None)
+    return options if options.enabled else None
+
+
+def log_intervals(trainer: pl.Trainer, intervals: dict, prefix: str = "test") -> None:
+    """The intervals' bounds as `<prefix>/<metric>_low` and `_high` to every logger (CSV, W&B)."""
+    values = {f"{prefix}/{name}_{side}": interval[side] for name, interval in intervals.items()
+              for side in ("low", "high") if interval.get(side) is not None}
+    if not values:
+        return
+    for lg in trainer.loggers:
+        lg.log_metrics(values, step=trainer.global_step)
+        lg.save()

@@ -29,6 +29,7 @@ from spacewalk.hirest.dataset import HiREST
 from spacewalk.hirest.evaluation import evaluate_hirest_baselines, overall_summary, score
 from spacewalk.hirest.joint_model_io import PREDICTION_FILES
 from spacewalk.io import write_json
+from spacewalk.training.common import bootstrap_options
 from spacewalk.training.run import Recipe, Run
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ def _strategy(cfg: DictConfig) -> None:
             cfg.trainer.strategy = "ddp_find_unused_parameters_true"
 
 
-def score_split(dataset: HiREST, split: str, pred_dir: Path, inference: str) -> dict[str, Any]:
+def score_split(dataset: HiREST, split: str, pred_dir: Path, inference: str, bootstrap=None) -> dict[str, Any]:
     """Official scores of the prediction files in `pred_dir` for the tasks `split` can score."""
     results: dict[str, Any] = {}
     for task in SCORED[split]:
@@ -78,12 +79,12 @@ def score_split(dataset: HiREST, split: str, pred_dir: Path, inference: str) -> 
         if task == "step_captioning" and shutil.which("java") is None:
             results[task] = {"skipped": "java is not on PATH (METEOR and the PTB tokenizer need it)"}
             continue
-        results[task] = score(dataset, task, split, pred_dir / PREDICTION_FILES[task])
+        results[task] = score(dataset, task, split, pred_dir / PREDICTION_FILES[task], bootstrap)
     return results
 
 
 def predict_and_score(trainer: pl.Trainer, model, datamodule, dataset: HiREST, ckpt_path: str | None,
-                      output_dir: Path, inference: str) -> dict[str, Any]:
+                      output_dir: Path, inference: str, bootstrap=None) -> dict[str, Any]:
     """Predictions of val (trainer.predict) and test (trainer.test) under <output_dir>/<split>/, scored."""
     results: dict[str, Any] = {}
     model.output_dir = str(output_dir / "val")
@@ -93,7 +94,7 @@ def predict_and_score(trainer: pl.Trainer, model, datamodule, dataset: HiREST, c
     trainer.test(model, datamodule=datamodule, ckpt_path=ckpt_path)
     if trainer.is_global_zero:
         for split in ("val", "test"):
-            results[split] = score_split(dataset, split, output_dir / split, inference)
+            results[split] = score_split(dataset, split, output_dir / split, inference, bootstrap)
             for task, metrics in results[split].items():
                 log.info("%s %s: %s", split, task, overall_summary(metrics) if "all" in metrics else metrics["skipped"])
     return results
@@ -113,7 +114,7 @@ class HiRESTRecipe(Recipe):
 
     def test(self, run: Run) -> None:
         run.results |= predict_and_score(run.trainer, run.model, run.datamodule, run.datamodule.hirest, run.ckpt,
-                                         run.output_dir, run.cfg.model.inference)
+                                         run.output_dir, run.cfg.model.inference, bootstrap_options(run.cfg))
 
     def write(self, run: Run) -> None:
         """metrics.json: {split: {task: metrics}} and the selection criterion (a training run's)."""
@@ -135,7 +136,8 @@ class HiRESTRecipe(Recipe):
         needs_features = any(baselines.get(t) is not None for t in ("video_retrieval", "moment_retrieval"))
         features = build_features(cfg, dataset) if needs_features else None
         videos_dir = cfg.features.videos_dir or dataset.path("data/videos")
-        return evaluate_hirest_baselines(dataset, baselines, cfg.split, str(output_dir), features, videos_dir)
+        return evaluate_hirest_baselines(dataset, baselines, cfg.split, str(output_dir), features, videos_dir,
+                                         bootstrap_options(cfg))
 
 
 RECIPE = HiRESTRecipe()

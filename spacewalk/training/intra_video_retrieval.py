@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 
 from spacewalk.errors import ConfigError
 from spacewalk.training.build import build_datamodule, build_model
-from spacewalk.training.common import start_run
+from spacewalk.training.common import log_intervals, start_run
 from spacewalk.training.run import Recipe, Run
 
 log = logging.getLogger(__name__)
@@ -38,8 +38,13 @@ def _write_metrics(cfg: DictConfig, datamodule, output_dir: Path, test: dict[str
                    predictions: dict, extra: dict[str, Any]) -> dict[str, Any]:
     """metrics.json and the pictures of the missed pairs."""
     from spacewalk.io import write_json
+    from spacewalk.spacewalk18.intervals import retrieval_intervals
     from spacewalk.spacewalk18.retrieval_plot import plot_missed_pairs
+    from spacewalk.training.common import bootstrap_options
 
+    options = bootstrap_options(cfg)
+    if options is not None:  # beside the test number (the summary prints it)
+        test["intervals"] = retrieval_intervals(predictions, datamodule.samples["test"], test, options)
     metrics = {"split": "test", **test, "val": val, "context_seconds": datamodule.context_seconds,
                "modalities": str(datamodule.modalities), "sample_sources": dict(datamodule.sources), **extra}
     write_json(output_dir / "metrics.json", metrics)
@@ -53,8 +58,11 @@ def _write_metrics(cfg: DictConfig, datamodule, output_dir: Path, test: dict[str
 
 def _log_test(datamodule, output_dir: Path, test: dict[str, Any], val: dict[str, Any] | None) -> None:
     lines = [f"  {v}: {a:.2f}" for v, a in test["per_video"].items()]
-    log.info("intra-video retrieval, test split, w = %g s: Accuracy %.2f (val %s)\n%s\noutputs: %s",
-             datamodule.context_seconds, test["Accuracy"], f"{val['Accuracy']:.2f}" if val else "-",
+    interval = (test.get("intervals") or {}).get("Accuracy")
+    ci = (f", {interval['level']:.0%} CI {interval['low']:.2f}-{interval['high']:.2f} (bootstrap over samples)"
+          if interval and interval["low"] is not None else "")
+    log.info("intra-video retrieval, test split, w = %g s: Accuracy %.2f%s (val %s)\n%s\noutputs: %s",
+             datamodule.context_seconds, test["Accuracy"], ci, f"{val['Accuracy']:.2f}" if val else "-",
              "\n".join(lines), output_dir)
 
 
@@ -115,6 +123,7 @@ class IntraVideoRetrieval(Recipe):
             extra = {"best_val_loss": run.results["best_val_loss"], "checkpoint": run.ckpt}
         _write_metrics(run.cfg, run.datamodule, run.output_dir, run.model.test_results,
                        run.model.split_results.get("val"), run.model.split_predictions["test"], extra)
+        log_intervals(run.trainer, run.model.test_results.get("intervals") or {})
 
     def summarize(self, run: Run) -> None:
         _log_test(run.datamodule, run.output_dir, run.model.test_results, run.model.split_results.get("val"))

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from spacewalk.errors import ConfigError
 from spacewalk.io import write_text
 from spacewalk.multiple_choice import runner
-from spacewalk.training.common import RESOLVED_CONFIG
+from spacewalk.training.common import RESOLVED_CONFIG, bootstrap_options
 from spacewalk.training.run import Recipe
 
 log = logging.getLogger(__name__)
@@ -53,10 +53,14 @@ class MultipleChoice(Recipe):
                              identity=identity, rank=rank, world_size=world_size,
                              wait_seconds=float(settings.get("wait_seconds", 86400)),
                              progress=bool(settings.get("progress", True)),
-                             prompts=str(settings.get("prompts", "parts")))
+                             prompts=str(settings.get("prompts", "parts")), bootstrap=bootstrap_options(cfg))
         if metrics is not None:
             summary = {k: v for k, v in metrics.items() if not isinstance(v, dict)}
             log.info("%s / %s: %s", task.name, backend.name, json.dumps(summary))
+            for name, interval in (metrics.get("intervals") or {}).items():
+                if "unit" in interval and interval["low"] is not None:  # the headline numbers (not per group)
+                    log.info("%s %.2f, %.0f%% interval %.2f-%.2f (bootstrap over %s)", name, interval["estimate"],
+                             100 * interval["level"], interval["low"], interval["high"], interval["unit"])
             log.info("wrote %s, %s and the official files to %s", runner.RECORDS, runner.METRICS, output_dir)
         return metrics
 

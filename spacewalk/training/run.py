@@ -89,9 +89,12 @@ class Recipe:
         """Refuse settings the task cannot run (e.g. the split), before anything is built."""
 
     def retest_config(self, cfg: DictConfig, run_cfg: DictConfig) -> DictConfig:
-        """The finished run's config for evaluate.py ckpt_path=..., with what the command may change (plots)."""
+        """The finished run's config for evaluate.py ckpt_path=..., with what the command may change (plots, the
+        intervals)."""
         with open_dict(run_cfg):
             run_cfg.plots = cfg.get("plots", True)
+            if cfg.get("metrics") is not None:  # the command's intervals (metrics.bootstrap)
+                run_cfg.metrics = cfg.metrics
         return run_cfg
 
     def build(self, cfg: DictConfig, output_dir: Path) -> tuple[Any, pl.LightningModule]:

@@ -68,6 +68,22 @@ def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> 
         lg.experiment.log({**{k: v for k, v in images.items() if v}, "test/predictions": table})
 
 
+def test_intervals(run: Run) -> dict[str, Any] | None:
+    """The bootstrap intervals of the test metrics (metrics.bootstrap; None when off), from the run's
+    predictions.json (the per-sample units a later comparison reads too) and the module's official numbers."""
+    from spacewalk.spacewalk18.intervals import step_recognition_intervals
+    from spacewalk.spacewalk18.predictions import read_step_predictions
+    from spacewalk.training.common import bootstrap_options
+
+    options = bootstrap_options(run.cfg)
+    if options is None:
+        return None
+    metric, test = run.model.metrics["test"], run.results["test"]
+    samples = {v: metric.samples[v] for v in test["per_video"]}  # a limited run scores the whole videos only
+    read = read_step_predictions(run.output_dir / "predictions.json", metric.recordings, samples)
+    return step_recognition_intervals(metric.recordings, samples, read.predictions, read.scores, test, options)
+
+
 class StepRecognition(Recipe):
     validate_kept = False  # tau travels in the checkpoint (run.py)
 
@@ -90,11 +106,12 @@ class StepRecognition(Recipe):
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
         from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
+        from spacewalk.training.common import bootstrap_options
 
         dataset = hydra.utils.instantiate(cfg.data)
         model = hydra.utils.instantiate(cfg.model)
         return evaluate_step_recognition(dataset, model, cfg.split, str(output_dir), fit_split=cfg.fit_split,
-                                         plots=cfg.plots)
+                                         plots=cfg.plots, bootstrap=bootstrap_options(cfg))
 
     def after_test(self, run: Run) -> dict[str, Any]:
         """The plan decoding of conf/decoding (none by default): {"decoded": its test metrics} or nothing."""
@@ -124,9 +141,14 @@ class StepRecognition(Recipe):
         """metrics.json (the module's test record, the selection criterion and the decoded test metrics), the
         pictures and the W&B table."""
         from spacewalk.io import write_json
+        from spacewalk.training.common import log_intervals
 
         decoded = run.results.get("decoded")
         extra = {k: run.results[k] for k in ("best_val_loss", "decoded") if k in run.results}
+        intervals = test_intervals(run)
+        if intervals is not None:
+            extra["intervals"] = run.results["test"]["intervals"] = intervals
+            log_intervals(run.trainer, intervals)
         write_json(run.output_dir / "metrics.json", {**run.model.test_record(), **extra})
         if run.cfg.get("plots", True):
             draw_pictures(run.datamodule, run.output_dir)

@@ -97,6 +97,19 @@ def test_optuna_search_composes():
     assert cfg.hydra.sweeper.direction == "minimize" and "model.optimizer.lr" in cfg.hydra.sweeper.params
 
 
+def test_both_entry_points_carry_the_interval_settings():
+    from spacewalk.bootstrap import BootstrapOptions
+    from spacewalk.training.common import bootstrap_options
+
+    for compose in (compose_train, compose_evaluate):
+        assert bootstrap_options(compose()) == BootstrapOptions(n_resamples=1000, level=0.95, seed=0)
+        assert bootstrap_options(compose("metrics.bootstrap.n_resamples=0")) is None  # off
+        assert bootstrap_options(compose("metrics.bootstrap.seed=3")).seed == 3
+        with pytest.raises(ConfigError, match="metrics.bootstrap.level"):
+            bootstrap_options(compose("metrics.bootstrap.level=95"))
+    assert bootstrap_options(OmegaConf.create({})) == BootstrapOptions()  # a run written before the intervals
+
+
 def test_ddp_trainer():
     cfg = compose_train("trainer=ddp", "trainer.devices=8", "trainer.num_nodes=2")
     assert (cfg.trainer.strategy, cfg.trainer.devices, cfg.trainer.num_nodes) == ("ddp", 8, 2)

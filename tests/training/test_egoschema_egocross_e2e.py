@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.egocross.closeqa import scripted_reply
 from spacewalk.egocross.synthetic import Options as EgoCrossOptions
 from spacewalk.egocross.synthetic import generate_egocross
@@ -31,8 +32,12 @@ def near_chance(accuracy: float, n: int, k: int) -> bool:
 def test_egoschema_random_backend_is_near_chance_and_the_scorer_agrees(tmp_path, capsys):
     root = generate_egoschema(tmp_path / "es", EgoSchemaOptions(n_questions=150, n_answered=150, seconds=4, fps=1))
     task = open_egoschema(root=root)
-    metrics = runner.run(task, RandomBackend(seed=0), tmp_path / "run", progress=False)
+    metrics = runner.run(task, RandomBackend(seed=0), tmp_path / "run", progress=False,
+                         bootstrap=BootstrapOptions(n_resamples=500))
     assert metrics["total"] == 150 and near_chance(metrics["accuracy"], 150, 5)
+    interval = metrics["intervals"]["accuracy"]  # over the 150 questions: about +- 1.96 * sqrt(.2 * .8 / 150)
+    assert interval["estimate"] == metrics["accuracy"] and interval["unit"] == "questions" and interval["n"] == 150
+    assert interval["low"] < metrics["accuracy"] < interval["high"] and 8 < interval["high"] - interval["low"] < 17
     assert score_main(["egoschema", "--root", str(root), "--predictions", str(tmp_path / "run/submission.csv")]) == 0
     assert json.loads(capsys.readouterr().out)["accuracy"] == metrics["accuracy"]
 
@@ -76,6 +81,11 @@ def test_evaluate_egocross_writes_metrics_and_the_replies(tmp_path):
                  f"hydra.run.dir={out}")
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["accuracy"] == 100.0 and len(metrics["per_domain"]) == 4 and len(metrics["per_category"]) == 4
+    intervals = metrics["intervals"]  # every question right: every resample too
+    assert (intervals["accuracy"]["low"], intervals["accuracy"]["high"]) == (100.0, 100.0)
+    assert set(intervals["per_domain"]) == set(metrics["per_domain"])
+    assert all(i["unit"] == "questions" and i["n"] == metrics["per_domain"][d]["total"]
+               for d, i in intervals["per_domain"].items())
     assert len(json.loads((out / "egocross_closeqa_replies.json").read_text())) == 60
 
 
@@ -109,8 +119,12 @@ def test_egocross_openqa_through_the_runner_with_a_judge(tmp_path):
         text = [f"It is {answers[int(item.id)]}.", "nearly right", "something else"][k]
         return json.dumps({"prediction": text, "reason": "r"})
 
-    metrics = runner.run(task, ScriptedBackend(script=reply), tmp_path / "run", progress=False)
+    metrics = runner.run(task, ScriptedBackend(script=reply), tmp_path / "run", progress=False,
+                         bootstrap=BootstrapOptions(n_resamples=200))
     n = len(items)
+    interval = metrics["intervals"]["accuracy"]
+    assert interval["estimate"] == metrics["accuracy"] and interval["low"] < metrics["accuracy"] < interval["high"]
+    assert set(metrics["intervals"]["per_domain"]) == set(metrics["per_domain"])
     by_kind = [sum(1 for item in items if int(item.id) % 3 == k) for k in range(3)]
     assert metrics["correct"] == by_kind[0] + by_kind[1] and metrics["total"] == n
     assert metrics["score_sources"] == {"substring": by_kind[0], "judge: mark": by_kind[1] + by_kind[2]}

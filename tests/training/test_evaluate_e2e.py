@@ -34,6 +34,9 @@ def test_evaluate_generates_data_scores_and_writes_artefacts(tmp_path, capsys):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["split"] == "test" and list(metrics["per_video"]) == test_ids
     assert all(0 <= metrics[k] <= 100 for k in ("Accuracy", "mAP", "IoU"))
+    for name, interval in metrics["intervals"].items():  # beside each number, over recordings then samples
+        assert interval["estimate"] == metrics[name] and interval["low"] <= metrics[name] <= interval["high"]
+    assert set(metrics["intervals"]) == {"Accuracy", "mAP", "IoU"} and "95% CI" in result.stderr + result.stdout
     samples = dataset.step_samples("test")
     predictions = read_step_predictions(out / "predictions.json", dataset.recordings, samples)
     assert predictions.scores is not None
@@ -54,6 +57,8 @@ def test_evaluate_generates_data_scores_and_writes_artefacts(tmp_path, capsys):
     for run in (first, second):
         assert "synthetic Spacewalk-18" not in run.stderr  # no progress bar: nothing was generated
     assert (tmp_path / "r1/predictions.json").read_bytes() == (tmp_path / "r2/predictions.json").read_bytes()
+    intervals = [json.loads((tmp_path / r / "metrics.json").read_text())["intervals"] for r in ("r1", "r2")]
+    assert intervals[0] == intervals[1] and intervals[0]["Accuracy"]["low"] < intervals[0]["Accuracy"]["high"]
     assert not (tmp_path / "r1/timelines").exists()
 
 

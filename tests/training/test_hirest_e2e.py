@@ -54,6 +54,12 @@ def test_heuristic_segmentation_scores_officially(tmp_path):
     assert m["split"] == "val" and 0 <= seg["recall"]["0.5"] <= 100 and 0 <= seg["precision"]["0.7"] <= 100
     predictions = json.loads((run_dir / "predictions_moment_segmentation.json").read_text())
     assert all(set(v) == {"bounds"} and all(len(b) == 2 for b in v["bounds"]) for v in predictions.values())
+    intervals = m["moment_segmentation"]["intervals"]  # each overall number's, over the videos (the queries)
+    assert set(intervals) == {"recall/0.5", "recall/0.7", "precision/0.5", "precision/0.7"}
+    for path, interval in intervals.items():
+        metric, threshold = path.split("/")
+        assert interval["estimate"] == seg[metric][threshold] and interval["unit"].startswith("videos")
+        assert interval["low"] <= interval["estimate"] <= interval["high"] and interval["n"] == len(predictions)
 
 
 def test_similarity_baselines_refuse_a_video_only_encoder(tmp_path):
@@ -72,9 +78,14 @@ def test_joint_model_trains_predicts_scores_and_evaluate_reproduces(tmp_path):
     for split in ("val", "test"):
         for task in ("moment_retrieval", "moment_segmentation", "step_captioning"):
             assert (run_dir / split / f"predictions_{task}.json").is_file()
-        for task in m[split]:
-            assert m[split][task] == official_scores(task, tmp_path / "synthetic_hirest", split,
-                                                     run_dir / split / f"predictions_{task}.json"), (split, task)
+        for task in m[split]:  # the official numbers, and beside them the intervals (metrics.bootstrap)
+            official = official_scores(task, tmp_path / "synthetic_hirest", split,
+                                       run_dir / split / f"predictions_{task}.json")
+            assert {k: v for k, v in m[split][task].items() if k != "intervals"} == official, (split, task)
+    retrieval = m["val"]["moment_retrieval"]
+    assert set(retrieval["intervals"]) == {"R@0.5", "R@0.7"} and retrieval["intervals"]["R@0.5"]["unit"].startswith(
+        "queries") and retrieval["intervals"]["R@0.5"]["estimate"] == retrieval["all"]["R@0.5"]
+    assert "intervals" not in m["val"]["step_captioning"]  # corpus-level metrics: no per-query unit
     got = {"R@0.5": m["val"]["moment_retrieval"]["all"]["R@0.5"],
            "recall@0.5": m["val"]["moment_segmentation"]["all"]["recall"]["0.5"]}
     assert m["best_val_loss"] == pytest.approx(PINNED_JOINT["best_val_loss"], rel=1e-3)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 from spacewalk.spacewalk18.question_answering import question_answering_task
@@ -42,13 +43,19 @@ def test_evaluate_default_and_a_killed_run_resumes_to_the_same_metrics(tmp_path)
     default_dir = only_run_dir(tmp_path / "default")
     assert default_dir.parts[-3:-1] == ("spacewalk18_qa", "random")
     assert {"records.jsonl", "metrics.json", "answers.json", "run.json"} <= {p.name for p in default_dir.iterdir()}
+    default = json.loads((default_dir / "metrics.json").read_text())
+    interval = default["intervals"]["Accuracy"]  # the questions are the unit
+    assert (interval["estimate"], interval["unit"], interval["n"]) == (default["Accuracy"], "questions",
+                                                                       default["count"])
+    assert interval["low"] <= default["Accuracy"] <= interval["high"]
+    assert set(default["intervals"]["per_type"]) == set(default["per_type"])
 
     command = ["data=spacewalk18_qa", *data, "model=mc_scripted", "model._target_=multiple_choice_fakes.KilledAfter",
                "multiple_choice.chunk_size=4"]
     # the uninterrupted run, through the library (the same task and backend as the command builds)
     whole = tmp_path / "whole"
     task = question_answering_task(None, tmp_path / "synthetic", 0, SYNTHETIC)
-    runner.run(task, ScriptedBackend(), whole, chunk_size=4, progress=False)
+    runner.run(task, ScriptedBackend(), whole, chunk_size=4, progress=False, bootstrap=BootstrapOptions())
 
     killed = run("evaluate.py", *command, log_dir=tmp_path / "killed", env={"SPACEWALK_TEST_KILL_AFTER": "8"},
                  check=False)
@@ -75,6 +82,8 @@ def test_step_questions_give_official_predictions_and_train_refuses(tmp_path):
         "model=mc_scripted", "context=1min", f"hydra.run.dir={out}", log_dir=tmp_path)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["Accuracy"] == 100.0 and metrics["count"] == 80 and metrics["official_samples"] is True
+    assert metrics["intervals"]["Accuracy"]["unit"] == "recordings, then samples within them"
+    assert metrics["intervals"]["Accuracy"]["low"] == metrics["intervals"]["Accuracy"]["high"] == 100.0
     scored = run_command("-m", "spacewalk.score", "--root", tmp_path / "synthetic", "--split", "test",
                          "--predictions", out / "predictions.json")
     assert json.loads(scored.stdout)["IoU"] == pytest.approx(metrics["IoU"])

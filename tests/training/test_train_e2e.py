@@ -62,10 +62,20 @@ def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path):
     assert len(best) == 1
     assert torch.load(best[0], weights_only=True)["state_dict"]["tau"].isfinite()  # tau travels in the checkpoint
 
+    # the 95 % intervals beside the official numbers (metrics.bootstrap), over the benchmark's unit, also logged
+    assert set(m["intervals"]) == {"Accuracy", "mAP", "IoU"}
+    for name, interval in m["intervals"].items():
+        assert interval["estimate"] == m[name] and interval["low"] <= m[name] <= interval["high"]
+        assert (interval["level"], interval["n_resamples"], interval["seed"]) == (0.95, 1000, 0)
+    assert m["intervals"]["Accuracy"]["unit"] == "recordings, then samples within them"
+    header = (run_dir / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {"test/Accuracy_low", "test/Accuracy_high", "test/mAP_low", "test/IoU_high"} <= set(header)
+
     again = tmp_path / "again"
     run("evaluate.py", tmp_path, f"ckpt_path={best[0]}", f"hydra.run.dir={again}")
     for name in ("Accuracy", "mAP", "IoU"):
         assert metrics(again)[name] == metrics(run_dir)[name]
+    assert metrics(again)["intervals"] == m["intervals"]  # the same predictions and seed: the same intervals
 
 
 def test_resume_from_last_checkpoint(tmp_path):
