@@ -21,6 +21,7 @@ contrastive: they write no text or no model text) is used as it is.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -58,6 +59,32 @@ class AnswerLimits:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class TokenLimited:
+    """The limit part of a generating backend: its new-token limit in the attribute `LIMIT_FIELD` (the keyword its
+    library takes), set from `limits.<LIMITS_SIDE>` by the runner unless the model config gave a number."""
+
+    LIMIT_FIELD: str  # max_new_tokens (transformers) or max_tokens (chat completions)
+    LIMITS_SIDE: str  # "local" or "api": which of AnswerLimits' two numbers applies
+
+    def _set_limit(self, value: Any, none_means: str = "the task's answer limit") -> None:
+        setattr(self, self.LIMIT_FIELD, check_tokens(value, self.LIMIT_FIELD, none_means))
+        self.limit_from = FROM_CONFIG if value is not None else None
+
+    def limited(self, limits: AnswerLimits, override: bool = False):
+        """A shallow copy (the model shared) with the task's limit, unless the config gave its own number and
+        `override` is false."""
+        if self.limit_from == FROM_CONFIG and not override:
+            return self
+        out = copy.copy(self)
+        setattr(out, self.LIMIT_FIELD, getattr(limits, self.LIMITS_SIDE))
+        out.limit_from = limits.source
+        return out
+
+    def generation_settings(self) -> dict[str, Any]:
+        """None for max_tokens: none sent (the server's own limit)."""
+        return {self.LIMIT_FIELD: getattr(self, self.LIMIT_FIELD), "from": self.limit_from}
 
 
 def limited(backend, limits: AnswerLimits, override: bool = False):

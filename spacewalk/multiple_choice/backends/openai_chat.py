@@ -17,7 +17,6 @@ HTTP error is raised at once with the server's message. Standard library only (u
 from __future__ import annotations
 
 import base64
-import copy
 import io
 import json
 import logging
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
-from spacewalk.multiple_choice.generation import FROM_CONFIG, AnswerLimits, check_tokens
+from spacewalk.multiple_choice.generation import TokenLimited
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Reply
 
@@ -66,7 +65,9 @@ def chat_messages(parts: Sequence[str | Sequence[str]], system: str | None = Non
     return messages + [{"role": "user", "content": content}]
 
 
-class OpenAIChatBackend:
+class OpenAIChatBackend(TokenLimited):
+    LIMIT_FIELD, LIMITS_SIDE = "max_tokens", "api"  # None: no max_tokens sent
+
     def __init__(self, model: str, base_url_env: str = "OPENAI_BASE_URL", api_key_env: str = "OPENAI_API_KEY",
                  default_base_url: str = "https://api.openai.com/v1", num_frames: int | None = 8,
                  fps: float | None = None, max_frames: int | None = None, text_only: bool = False,
@@ -81,8 +82,7 @@ class OpenAIChatBackend:
         self.api_key_env = api_key_env
         self.rule = None if text_only else FrameRule(num_frames, fps, max_frames, video_backend)
         self.image_max_side, self.image_detail = image_max_side, image_detail
-        self.max_tokens = check_tokens(max_tokens, "max_tokens", "the task's answer limit")
-        self.limit_from = FROM_CONFIG if max_tokens is not None else None
+        self._set_limit(max_tokens)
         self.temperature = float(temperature)
         self.min_interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
         self.max_retries = int(max_retries)
@@ -90,19 +90,6 @@ class OpenAIChatBackend:
         self.timeout = float(timeout_seconds)
         self.extra_body = dict(extra_body or {})
         self._last_request = -float("inf")
-
-    def limited(self, limits: AnswerLimits, override: bool = False) -> OpenAIChatBackend:
-        """A copy sending `limits.api` as max_tokens (None: no max_tokens), unless the config gave its own number
-        and `override` is false."""
-        if self.limit_from == FROM_CONFIG and not override:
-            return self
-        out = copy.copy(self)
-        out.max_tokens, out.limit_from = limits.api, limits.source
-        return out
-
-    def generation_settings(self) -> dict[str, Any]:
-        """max_tokens None: none sent (the server's own limit)."""
-        return {"max_tokens": self.max_tokens, "from": self.limit_from}
 
     # ---- HTTP ----
 

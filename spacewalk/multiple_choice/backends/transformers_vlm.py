@@ -19,7 +19,6 @@ else float32); `device` or `device_map` (e.g. "auto" to spread a large model ove
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +27,7 @@ import torch
 from spacewalk.encoders import resolve_device
 from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
-from spacewalk.multiple_choice.generation import FROM_CONFIG, AnswerLimits, check_tokens
+from spacewalk.multiple_choice.generation import TokenLimited
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Reply
 
@@ -62,7 +61,9 @@ def conversation(prompt: Prompt, item: MultipleChoiceItem | None, with_visuals: 
     return turns + [{"role": "user", "content": content}]
 
 
-class TransformersVLMBackend:
+class TransformersVLMBackend(TokenLimited):
+    LIMIT_FIELD, LIMITS_SIDE = "max_new_tokens", "local"
+
     def __init__(self, family: str, model: str | None = None, num_frames: int | None = None, fps: float | None = None,
                  max_frames: int | None = None, dtype: str = "auto", device: str = "auto", device_map: Any = None,
                  max_new_tokens: int | None = None, attn_implementation: str | None = None, text_only: bool = False,
@@ -95,20 +96,7 @@ class TransformersVLMBackend:
         if num_frames is None and fps is None:
             num_frames, fps, max_frames = (FAMILIES[family]["frames"][k] for k in ("num_frames", "fps", "max_frames"))
         self.rule = None if text_only else FrameRule(num_frames, fps, max_frames, video_backend)
-        self.max_new_tokens = check_tokens(max_new_tokens, "max_new_tokens", "the task's answer limit")
-        self.limit_from = FROM_CONFIG if max_new_tokens is not None else None
-
-    def limited(self, limits: AnswerLimits, override: bool = False) -> TransformersVLMBackend:
-        """A copy (the model shared) generating at most `limits.local` new tokens, unless the config gave its own
-        number and `override` is false."""
-        if self.limit_from == FROM_CONFIG and not override:
-            return self
-        out = copy.copy(self)
-        out.max_new_tokens, out.limit_from = limits.local, limits.source
-        return out
-
-    def generation_settings(self) -> dict[str, Any]:
-        return {"max_new_tokens": self.max_new_tokens, "from": self.limit_from}
+        self._set_limit(max_new_tokens)
 
     def _visuals(self, prompt: Prompt, item: MultipleChoiceItem | None) -> tuple[list, list]:
         """The prompt's videos (frame lists) and stills, in prompt order."""
