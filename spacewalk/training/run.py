@@ -202,6 +202,22 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
 
 # ---- the entry points (spacewalk.training.train / evaluate) ----------------------------------------------------
 
+def record_provenance(cfg: DictConfig, entry: str) -> None:
+    """provenance.json in the run directory on process 0 (spacewalk/provenance.py): the job's command, the commit
+    and when, so a table made from run directories (python -m spacewalk.report) names what produced each number."""
+    from hydra.core.hydra_config import HydraConfig
+    from pytorch_lightning.utilities.rank_zero import rank_zero_only
+
+    from spacewalk.provenance import write_provenance
+
+    if getattr(rank_zero_only, "rank", 0) != 0:  # the DDP processes Lightning starts (LOCAL_RANK), torchrun's (RANK)
+        return
+    overrides = None
+    if HydraConfig.initialized():  # a test may call the sequence on a composed config, outside @hydra.main
+        overrides = list(HydraConfig.get().overrides.task)
+    write_provenance(cfg.paths.output_dir, entry, overrides)
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """train.py, once spacewalk.training.train has checked the values and the (task, model) pair."""
     task_recipe = recipe(cfg)
@@ -209,6 +225,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     resume = resume_path(cfg)  # a resume's checkpoint is checked whole before anything is built or read
     if not is_lightning(cfg.model) and not task_recipe.trains_baselines:
         raise _nothing_to_train(cfg)
+    record_provenance(cfg, "train")
     return run_sequence(cfg, task_recipe, Path(cfg.paths.output_dir), training=True, resume=resume)
 
 
@@ -222,6 +239,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             if cfg.model.get("optimizer") is not None:
                 raise _trained(cfg)  # a model configured with an optimizer trains: refused before any data is read
             _check_test_split(cfg, "a LightningModule's run chooses on val and scores the test split")
+        record_provenance(cfg, "evaluate")
         return run_sequence(cfg, task_recipe, Path(cfg.paths.output_dir), training=False)
     _check_test_split(cfg, "evaluate.py ckpt_path=... scores the test split (val is what the checkpoint was "
                            "chosen on)")
@@ -230,4 +248,5 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     # the run's model was checked when it trained (its resolved config no longer says which conf/model/ it was)
     task_recipe = recipe(run_cfg)
     run_cfg = task_recipe.retest_config(cfg, run_cfg)
+    record_provenance(cfg, "evaluate")
     return run_sequence(run_cfg, task_recipe, Path(cfg.paths.output_dir), training=False, ckpt=str(ckpt))
