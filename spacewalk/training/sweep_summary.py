@@ -1,61 +1,152 @@
-"""A Hydra callback that tabulates a multirun: one row per job with its overrides and test metrics.
+"""The summary of a multirun: one row per job, then the jobs grouped by everything but the seed.
 
-Writes summary.csv and summary.md into the sweep directory when the multirun ends. Rows come from each
-job's metrics.json (written by evaluate.py and train.py); a job that failed or wrote none is listed
-with empty metrics, so a sweep never hides a missing run.
+A Hydra callback (conf/hydra/default.yaml) that runs when a multirun ends, and a command for a sweep directory
+that exists already (a sweep still running, or one made before this summary):
+
+    python train.py -m seed=0,1,2 model=lfb_avg,lfb_cat         # ends with the summary
+    python -m spacewalk.training.sweep_summary SWEEP_DIR [--out DIR] [--no-write]
+
+Both write into the sweep directory (or `--out`):
+- `summary.csv`, `summary.md`: one row per job, its overrides and every headline number of its task
+  (spacewalk/run_dirs.py: those metrics.json gives an interval, for every task: step recognition's Accuracy, mAP,
+  IoU; QA's Accuracy and per type; EgoSchema's and EgoCross's accuracy and per domain; intra-video retrieval's
+  Accuracy; HiREST's per task and split; plus best_val_loss and the decoded numbers), with each interval's bounds
+  (`<name>_low`, `<name>_high`). A job that failed or wrote no metrics.json is listed with empty metrics, so a
+  sweep never hides a missing run.
+- `seeds.csv`, `seeds.md`: the jobs grouped by everything but the seed, one row per (group, number): the mean and
+  standard deviation over the seeds and the pooled interval (spacewalk/seed_groups.py says what it is and why),
+  with the seeds' own values.
+Test numbers: select on val (best_val_loss), never on these.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
-import json
 import logging
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from spacewalk.io import write_text
+from spacewalk.run_dirs import RunDir, read_runs
+from spacewalk.seed_groups import SeedGroup, format_summary, group_by_seed
 
 log = logging.getLogger(__name__)
 
-METRICS = ("Accuracy", "mAP", "IoU")
+
+def collect(sweep_dir: Path) -> list[RunDir]:
+    """The sweep's jobs (its subdirectories with .hydra/ or metrics.json), in job order."""
+    return read_runs([sweep_dir])
 
 
-def collect(sweep_dir: Path) -> list[dict[str, Any]]:
+def metric_names(runs: Sequence[RunDir]) -> list[str]:
+    """Every headline number of the runs, in the order the first run to report each gives them."""
+    names: dict[str, None] = {}
+    for run in runs:
+        names.update(dict.fromkeys(run.headline))
+    return list(names)
+
+
+def _cell(v: Any) -> str:
+    return "" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def job_rows(runs: Sequence[RunDir]) -> list[dict[str, Any]]:
+    """One dict per job: job, overrides, each number and its interval's bounds (None where absent)."""
     rows = []
-    for job in sorted((p for p in sweep_dir.iterdir() if (p / ".hydra").is_dir()), key=lambda p: (len(p.name), p.name)):
-        overrides_file = job / ".hydra" / "overrides.yaml"
-        overrides = OmegaConf.to_container(OmegaConf.load(overrides_file)) if overrides_file.is_file() else []
-        row: dict[str, Any] = {"job": job.name, "overrides": " ".join(overrides)}
-        metrics_file = job / "metrics.json"
-        metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {}
-        for name in METRICS:
-            row[name] = metrics.get(name)
-        row["best_val_loss"] = metrics.get("best_val_loss")
+    for run in runs:
+        row: dict[str, Any] = {"job": run.name, "overrides": " ".join(run.overrides)}
+        for name in metric_names(runs):
+            metric = run.headline.get(name)
+            row[name] = metric.value if metric else None
+            row[f"{name}_low"] = metric.low if metric else None
+            row[f"{name}_high"] = metric.high if metric else None
         rows.append(row)
     return rows
 
 
-def to_markdown(rows: list[dict[str, Any]]) -> str:
-    columns = ["job", "overrides", *METRICS, "best_val_loss"]
+def group_rows(groups: Sequence[SeedGroup]) -> list[dict[str, Any]]:
+    """One dict per (group, number): the setting, the seeds, mean, std, the pooled interval, each seed's value."""
+    rows = []
+    for group in groups:
+        for name, s in group.summary().items():
+            seeds = [r.seed for r in group.runs if name in r.headline]  # a failed seed's job has none
+            rows.append({"overrides": " ".join(group.overrides), "seeds": " ".join(map(str, seeds)),
+                         "metric": name, "n": s.n, "mean": s.mean, "std": s.std, "low": s.low, "high": s.high,
+                         "unit": s.unit, "values": " ".join(f"{v:.4f}" for v in s.values),
+                         "cell": format_summary(s)})
+    return rows
 
-    def cell(v):
-        return "" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+
+def _markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def escape(text: str) -> str:
+        return text.replace("|", "\\|")
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
-def to_csv(rows: list[dict[str, Any]]) -> str:
+def jobs_markdown(runs: Sequence[RunDir]) -> str:
+    """One row per job, each number with its interval (`19.09 [15.12, 23.05]`)."""
+    names = metric_names(runs)
+    rows = []
+    for run in runs:
+        cells = []
+        for name in names:
+            m = run.headline.get(name)
+            cells.append("" if m is None else f"{m.value:.2f}" + (
+                f" [{m.low:.2f}, {m.high:.2f}]" if m.low is not None and m.high is not None else ""))
+        rows.append([run.name, " ".join(run.overrides), *cells])
+    return _markdown_table(["job", "overrides", *names], rows)
+
+
+def seeds_markdown(groups: Sequence[SeedGroup]) -> str:
+    """One row per (group, number): `mean ± std [pooled interval]`, the seeds and their values."""
+    rows = [[r["overrides"], r["seeds"], r["metric"], r["cell"], " ".join(f"{float(v):.2f}" for v in
+                                                                          r["values"].split())]
+            for r in group_rows(groups)]
+    return _markdown_table(["setting (overrides but the seed)", "seeds", "metric",
+                            "mean ± std [pooled 95% interval]", "per seed"], rows)
+
+
+def to_csv(rows: Sequence[dict[str, Any]]) -> str:
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=["job", "overrides", *METRICS, "best_val_loss"])
+    fields: dict[str, None] = {}
+    for row in rows:
+        fields.update(dict.fromkeys(row))
+    writer = csv.DictWriter(out, fieldnames=list(fields) or ["job"])
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue()
+
+
+INTRO = ("Test numbers (select on val, never on these). Grouped: mean ± standard deviation over the seeds, then the "
+         "pooled interval (the mean of the seeds' bootstrap bounds over the benchmark's units: "
+         "spacewalk/seed_groups.py).\n")
+
+
+def summary_texts(runs: Sequence[RunDir]) -> dict[str, str]:
+    """The summary files' contents, by name."""
+    groups = group_by_seed(runs)
+    markdown = f"## Jobs\n\n{jobs_markdown(runs)}\n## By seed\n\n{INTRO}\n{seeds_markdown(groups)}"
+    return {"summary.csv": to_csv(job_rows(runs)), "summary.md": markdown,
+            "seeds.csv": to_csv(group_rows(groups)), "seeds.md": f"{INTRO}\n{seeds_markdown(groups)}"}
+
+
+def summarize_sweep(sweep_dir: Path, out_dir: Path | None = None) -> str:
+    """Write the summary files into `out_dir` (None: write nothing); returns summary.md's text."""
+    texts = summary_texts(collect(sweep_dir))
+    if out_dir is not None:
+        for name, text in texts.items():
+            write_text(out_dir / name, text)
+    return texts["summary.md"]
 
 
 class SweepSummary(Callback):
@@ -63,7 +154,24 @@ class SweepSummary(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return
-        rows = collect(sweep_dir)
-        write_text(sweep_dir / "summary.csv", to_csv(rows))
-        write_text(sweep_dir / "summary.md", to_markdown(rows))
-        log.info("sweep summary (test split; select on val, never on these):\n%s", to_markdown(rows))
+        log.info("sweep summary (test split; select on val, never on these):\n%s",
+                 summarize_sweep(sweep_dir, sweep_dir))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from spacewalk.command_errors import user_errors_reported
+
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.training.sweep_summary", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep_dir", type=Path, help="a multirun's directory (hydra.sweep.dir)")
+    parser.add_argument("--out", type=Path, help="write the summary files here (default: the sweep directory)")
+    parser.add_argument("--no-write", action="store_true", help="print the summary only, write no file")
+    args = parser.parse_args(argv)
+    with user_errors_reported():
+        out = None if args.no_write else (args.out or args.sweep_dir)
+        print(summarize_sweep(args.sweep_dir, out), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
