@@ -1,0 +1,477 @@
+"""Tables made from run directories: `python -m spacewalk.report`, so that no number in docs/results.md is typed.
+
+    python -m spacewalk.report RUN_OR_SWEEP_DIR... [--spec docs/tables/results.yaml] [--markdown out.md]
+        [--csv out.csv] [--wandb] [--check]
+
+Every run directory given (or every job of a sweep directory) is read (spacewalk/run_dirs.py): its config, its
+headline numbers with their intervals, the command and commit that produced it. Runs that differ only in their
+seed are one setting (spacewalk/seed_groups.py). A table is laid out by a **spec**, data rather than code: which
+numbers go in a cell and which config keys make the rows and the columns. Without `--spec`, one table from the
+flags `--rows model --columns context --metrics Accuracy,mAP,IoU` (the defaults: Spacewalk-18 step recognition,
+recipe by window). A spec file (YAML) is a list of tables, each a mapping:
+
+    - title: One sample at a time (the benchmark's protocol)
+      metrics: [Accuracy, mAP, IoU]      # headline names (run_dirs.py) or any number's path in metrics.json
+      rows: [model]                      # config keys: a config group's choice or a dotted config value
+      columns: [context]
+      where: {decoding: none}            # optional: only the runs whose keys have these values
+      row_header: recipe                 # optional: the first column's header (default: the row keys)
+      row_labels: {lfb_avg: "`lfb_avg`, ours (MiniLM, text only)"}   # optional, by the row's value(s) joined ", "
+      column_label: "w = {}"             # optional: format of a column's value(s)
+      column_labels: {1min: w = 1 min}   # optional: a column's own label (before column_label)
+      row_order: [zero_shot, lfb_avg]    # optional: these first, in this order (else as found)
+      column_order: [1min, 3min, 5min]   # optional (else durations by length, other values as found)
+      quoted: [{label: InternVideo LFB Avg (paper, V+T), after: lfb_avg, cells: {5min: 12.37 / 17.25 / 3.73}}]
+      digits: 2                          # optional
+
+A cell holds its numbers joined by " / ", each `value [low, high]` for one run (its bootstrap interval) or
+`mean ± std [low, high]` over several seeds (the pooled interval: spacewalk/seed_groups.py). Two settings that
+fall into one cell (they differ in an override the spec's keys do not name) are refused, naming them: add a key
+or a `where`. `quoted` rows are numbers quoted from elsewhere (a paper), printed as given and marked so.
+
+Outputs: the markdown (stdout, or `--markdown FILE`) with, under each table, the command and commit of every cell
+and the command that made the table; `--csv FILE`, one row per (table, row, column, number): value, std, bounds,
+seeds, command, commits, run directories; `--wandb`: the same tables as wandb.Table, in a W&B run of its own
+(offline unless `--wandb-mode online`, as train.py's logger).
+
+`--check` re-scores each run from its recorded predictions and flags (`(!)` in the cell, a list under the table,
+exit code 1) a cell whose run no longer gives the numbers its metrics.json holds. The re-scoring is
+`spacewalk.rescore.rescore_run(run_dir) -> {headline name: number}` (issue 23, item 6), imported only when
+`--check` is given; `build_report(..., rescore=...)` takes any function of that shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from spacewalk.errors import ConfigError, DataError
+from spacewalk.io import write_text
+from spacewalk.run_dirs import Metric, RunDir, metric_value, read_runs
+from spacewalk.seed_groups import SeedGroup, SeedSummary, format_summary, group_by_seed, summarize
+
+Rescore = Callable[[Path], Mapping[str, Any]]
+CHECK_TOLERANCE = 1e-6  # a re-scored number may differ from metrics.json's by float rounding only
+
+
+# ---- the spec -----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class QuotedRow:
+    label: str
+    cells: dict[str, str]  # column label's value (as in column_order) -> the quoted text
+    after: str | None = None  # the row label (or row value) it follows; None: at the end
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table's layout (module docstring)."""
+
+    metrics: tuple[str, ...] = ("Accuracy", "mAP", "IoU")
+    rows: tuple[str, ...] = ("model",)
+    columns: tuple[str, ...] = ("context",)
+    title: str | None = None
+    where: dict[str, str] = field(default_factory=dict)
+    row_header: str | None = None
+    row_labels: dict[str, str] = field(default_factory=dict)
+    column_label: str = "{}"
+    column_labels: dict[str, str] = field(default_factory=dict)
+    row_order: tuple[str, ...] = ()
+    column_order: tuple[str, ...] = ()
+    quoted: tuple[QuotedRow, ...] = ()
+    digits: int = 2
+
+    KEYS = ("title", "metrics", "rows", "columns", "where", "row_header", "row_labels", "column_label", "column_labels",
+            "row_order",
+            "column_order", "quoted", "digits")
+
+    @classmethod
+    def from_mapping(cls, values: Any, where: str) -> TableSpec:
+        """From a spec file's mapping; `where` names it in errors (file and table)."""
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{where}: a table spec must be a mapping with keys {', '.join(cls.KEYS)}")
+        unknown = sorted(set(values) - set(cls.KEYS))
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {unknown}; a table spec has {', '.join(cls.KEYS)}")
+
+        def names(key: str, default: tuple) -> tuple[str, ...]:
+            value = values.get(key, default)
+            value = [value] if isinstance(value, str) else value
+            if not isinstance(value, (list, tuple)) or not value and key in ("metrics", "rows", "columns") \
+                    or not all(isinstance(v, (str, int, float)) for v in value):
+                raise ConfigError(f"{where}: {key} must be a non-empty list of names, got {value!r}")
+            return tuple(str(v) for v in value)
+
+        def mapping(key: str) -> dict[str, str]:
+            value = values.get(key) or {}
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: {key} must be a mapping, got {value!r}")
+            return {str(k): str(v) for k, v in value.items()}
+
+        quoted = []
+        for i, q in enumerate(values.get("quoted") or []):
+            if not isinstance(q, Mapping) or "label" not in q or not isinstance(q.get("cells", {}), Mapping) or \
+                    set(q) - {"label", "cells", "after"}:
+                raise ConfigError(f"{where}: quoted[{i}] must be a mapping with label, cells (column -> text) and "
+                                  f"optionally after, got {q!r}")
+            quoted.append(QuotedRow(str(q["label"]), {str(k): str(v) for k, v in (q.get("cells") or {}).items()},
+                                    None if q.get("after") is None else str(q["after"])))
+        digits = values.get("digits", 2)
+        if not isinstance(digits, int) or digits < 0:
+            raise ConfigError(f"{where}: digits must be a non-negative integer, got {digits!r}")
+        spec = cls(metrics=names("metrics", cls.metrics), rows=names("rows", cls.rows),
+                   columns=names("columns", cls.columns), title=values.get("title"), where=mapping("where"),
+                   row_header=values.get("row_header"), row_labels=mapping("row_labels"),
+                   column_label=str(values.get("column_label", "{}")),
+                   column_labels=mapping("column_labels"), row_order=names("row_order", ()),
+                   column_order=names("column_order", ()), quoted=tuple(quoted), digits=digits)
+        if "seed" in spec.rows + spec.columns:
+            raise ConfigError(f"{where}: seed cannot be a row or column key: runs that differ only in their seed "
+                              "are one cell (mean ± std over the seeds)")
+        return spec
+
+
+def load_specs(path: str | Path) -> list[TableSpec]:
+    """The tables of a spec file: a YAML list of table mappings (or one mapping)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("spec file not found", file=path)
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise DataError(f"not valid YAML ({e})", file=path) from e
+    values = [values] if isinstance(values, Mapping) else values
+    if not isinstance(values, list) or not values:
+        raise DataError("a spec file is a list of tables (mappings)", file=path)
+    return [TableSpec.from_mapping(v, f"{path}: table {i}") for i, v in enumerate(values)]
+
+
+# ---- the tables -----------------------------------------------------------------------------------------------------
+
+def _key_text(values: Sequence[Any]) -> str:
+    """A row's or column's value(s) as text: `lfb_cat` (model=lfb_cat, no experiment), `lfb_cat, paper_lfb_cat`."""
+    return ", ".join(str(v) for v in values if v is not None)
+
+
+def _duration_order(text: str) -> tuple:
+    from spacewalk.durations import parse_duration
+
+    try:
+        return (0, parse_duration(text), text)
+    except (ValueError, TypeError):
+        return (1, 0.0, text)
+
+
+def _ordered(found: list[str], order: Sequence[str], natural: bool) -> list[str]:
+    first = [k for k in order if k in found]
+    rest = [k for k in found if k not in first]
+    return first + (sorted(rest, key=_duration_order) if natural else rest)
+
+
+@dataclass
+class Cell:
+    """A table cell: the setting (runs differing only in seed) it shows and, per number, its summary."""
+
+    group: SeedGroup
+    numbers: dict[str, SeedSummary | None]
+    mismatches: list[str] = field(default_factory=list)  # --check: what no longer re-scores as recorded
+
+    def text(self, metrics: Sequence[str], digits: int) -> str:
+        parts = [format_summary(self.numbers[m], digits) if self.numbers.get(m) else "-" for m in metrics]
+        return " / ".join(parts) + (" (!)" if self.mismatches else "")
+
+
+@dataclass
+class Table:
+    spec: TableSpec
+    row_keys: list[str]
+    column_keys: list[str]
+    cells: dict[tuple[str, str], Cell]
+    missing: list[Path] = field(default_factory=list)  # runs of the table's settings without metrics.json
+
+    def row_label(self, key: str) -> str:
+        return self.spec.row_labels.get(key, key)
+
+    def column_label(self, key: str) -> str:
+        return self.spec.column_labels.get(key) or self.spec.column_label.format(key)
+
+    def layout(self) -> list[tuple[str, list[str], bool]]:
+        """The rows as printed: (label, cell texts, quoted), each quoted row after the row it names (by value or
+        label), the others at the end."""
+        def quoted_row(q: QuotedRow) -> tuple[str, list[str], bool]:
+            return q.label, [q.cells.get(c, "-") for c in self.column_keys], True
+
+        out: list[tuple[str, list[str], bool]] = []
+        placed: set[int] = set()
+        for row in self.row_keys:
+            cells = [self.cells[(row, c)].text(self.spec.metrics, self.spec.digits) if (row, c) in self.cells
+                     else "-" for c in self.column_keys]
+            out.append((self.row_label(row), cells, False))
+            for i, q in enumerate(self.spec.quoted):
+                if q.after is not None and q.after in (row, self.row_label(row)):
+                    out.append(quoted_row(q))
+                    placed.add(i)
+        out += [quoted_row(q) for i, q in enumerate(self.spec.quoted) if i not in placed]
+        return out
+
+
+def _group_numbers(group: SeedGroup, metrics: Sequence[str]) -> dict[str, SeedSummary | None]:
+    out: dict[str, SeedSummary | None] = {}
+    for name in metrics:
+        found = []
+        for run in group.runs:
+            metric = run.headline.get(name)
+            if metric is None and run.metrics is not None:  # any number of metrics.json, by its path
+                value = metric_value(run.metrics, name)
+                metric = Metric(value) if value is not None else None
+            if metric is not None:
+                found.append(metric)
+        out[name] = summarize(found) if found else None
+    return out
+
+
+def build_table(spec: TableSpec, runs: Sequence[RunDir]) -> Table:
+    """Lay the runs out by the spec: filter by `where`, group by seed, one setting per cell."""
+    matching = [r for r in runs if all(str(r.value(k)) == v for k, v in spec.where.items())]
+    chosen = [r for r in matching if r.metrics is not None]
+    cells: dict[tuple[str, str], Cell] = {}
+    rows: list[str] = []
+    columns: list[str] = []
+    for group in group_by_seed(chosen):
+        first = group.runs[0]
+        row, column = _key_text([first.value(k) for k in spec.rows]), _key_text([first.value(k) for k in spec.columns])
+        if (row, column) in cells:
+            other = cells[(row, column)].group
+            which = f"table {spec.title!r}" if spec.title else "the table"
+            raise ConfigError(
+                f"{which}: two settings in the cell ({row}, {column}): "
+                f"{' '.join(other.overrides)} ({other.runs[0].path}) and {' '.join(group.overrides)} "
+                f"({first.path}); add a key to rows/columns or a `where` that tells them apart")
+        cells[(row, column)] = Cell(group, _group_numbers(group, spec.metrics))
+        rows += [row] if row not in rows else []
+        columns += [column] if column not in columns else []
+    return Table(spec, _ordered(rows, spec.row_order, natural=False),
+                 _ordered(columns, spec.column_order, natural=True), cells,
+                 [r.path for r in matching if r.metrics is None])
+
+
+# ---- --check ------------------------------------------------------------------------------------------------------
+
+def _rescored_value(value: Any) -> float | None:
+    if isinstance(value, Mapping):  # an interval-like dict: its estimate
+        value = value.get("estimate", value.get("value"))
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+
+
+def check_run(run: RunDir, metrics: Sequence[str], rescore: Rescore) -> list[str]:
+    """What of `metrics` no longer comes out of the run's recorded predictions as metrics.json holds it."""
+    rescored = rescore(run.path)
+    problems = []
+    for name in metrics:
+        recorded = run.headline.get(name)
+        if recorded is None:
+            continue
+        if name not in rescored:
+            problems.append(f"{run.path}: {name} was not re-scored")
+            continue
+        value = _rescored_value(rescored[name])
+        if value is None or not math.isclose(value, recorded.value, rel_tol=0, abs_tol=CHECK_TOLERANCE):
+            problems.append(f"{run.path}: {name} is {recorded.value!r} in metrics.json, re-scored {value!r}")
+    return problems
+
+
+def default_rescore() -> Rescore:
+    try:
+        from spacewalk.rescore import rescore_run
+    except ImportError as e:
+        raise ConfigError(f"--check needs spacewalk.rescore.rescore_run (issue 23, item 6), not importable here: "
+                          f"{e}") from e
+    return rescore_run
+
+
+def check_table(table: Table, rescore: Rescore) -> None:
+    for cell in table.cells.values():
+        for run in cell.group.runs:
+            cell.mismatches += check_run(run, table.spec.metrics, rescore)
+
+
+# ---- outputs ------------------------------------------------------------------------------------------------------
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _seeds(group: SeedGroup) -> str:
+    seeds = [str(s) for s in group.seeds if s is not None]
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "seed not recorded"
+
+
+def _commits(group: SeedGroup) -> str:
+    commits = sorted({r.commit or "not recorded" for r in group.runs})
+    return f"commit{'s' if len(commits) > 1 else ''} {', '.join(c[:12] if c != 'not recorded' else c for c in commits)}"
+
+
+def table_markdown(table: Table) -> str:
+    spec = table.spec
+    header = spec.row_header or ", ".join(spec.rows)
+    lines = [f"### {spec.title}\n"] if spec.title else []
+    if not table.cells:
+        where = ", ".join(f"{k}={v}" for k, v in spec.where.items())
+        lines.append(f"No run with a metrics.json matches this table{f' ({where})' if where else ''}.")
+        lines += [f"Left out, no metrics.json (failed, or still running): {', '.join(map(str, table.missing))}"] \
+            if table.missing else []
+        return "\n".join(lines) + "\n"
+    lines.append("| " + " | ".join([_escape(header), *(_escape(table.column_label(c)) for c in table.column_keys)])
+                 + " |")
+    lines.append("|" + "---|" * (1 + len(table.column_keys)))
+    for label, cells, quoted in table.layout():
+        lines.append("| " + " | ".join(_escape(x) for x in [label + (" (quoted)" if quoted else ""), *cells]) + " |")
+    seeds = any(len(c.group.runs) > 1 for c in table.cells.values())
+    lines.append("")
+    lines.append(f"Each cell: {' / '.join(spec.metrics)}, "
+                 + ("mean ± standard deviation over the seeds, then the pooled 95 % interval in brackets (the mean of "
+                    "the seeds' bootstrap bounds, spacewalk/seed_groups.py); a single run: its value and interval."
+                    if seeds else "the value and its 95 % bootstrap interval in brackets.")
+                 + " Commands:")
+    lines.append("")
+    for row in table.row_keys:
+        for column in table.column_keys:
+            cell = table.cells.get((row, column))
+            if cell is not None:
+                lines.append(f"- {table.row_label(row)}, {table.column_label(column)} ({_seeds(cell.group)}; "
+                             f"{_commits(cell.group)}): `{cell.group.command() or 'not recorded'}`")
+    if table.missing:
+        lines += ["", "Left out, no metrics.json (failed, or still running): "
+                  + ", ".join(str(p) for p in table.missing)]
+    mismatches = [m for c in table.cells.values() for m in c.mismatches]
+    if mismatches:
+        lines += ["", "**(!) no longer reproduces from its recorded predictions** (`--check`):", ""]
+        lines += [f"- {m}" for m in mismatches]
+    return "\n".join(lines) + "\n"
+
+
+def report_markdown(tables: Sequence[Table], command: str) -> str:
+    body = "\n".join(table_markdown(t) for t in tables)
+    return f"<!-- made by `{command}`: regenerate it rather than edit -->\n\n{body}"
+
+
+def csv_rows(tables: Sequence[Table]) -> list[dict[str, Any]]:
+    rows = []
+    for table in tables:
+        for (row, column), cell in table.cells.items():
+            for name in table.spec.metrics:
+                s = cell.numbers.get(name)
+                rows.append({
+                    "table": table.spec.title or "", "row": table.row_label(row), "column": table.column_label(column),
+                    "metric": name, "n_seeds": s.n if s else 0, "value": s.mean if s else None,
+                    "std": s.std if s else None, "low": s.low if s else None, "high": s.high if s else None,
+                    "unit": s.unit if s else None, "level": s.level if s else None,
+                    "seeds": " ".join(str(x) for x in cell.group.seeds),
+                    "values": " ".join(repr(v) for v in s.values) if s else "",
+                    "command": cell.group.command(),
+                    "commits": " ".join(sorted({r.commit or "" for r in cell.group.runs})).strip(),
+                    "runs": " ".join(str(r.path) for r in cell.group.runs),
+                    "check": "; ".join(cell.mismatches)})
+    return rows
+
+
+def to_csv(rows: Sequence[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    fields = ["table", "row", "column", "metric", "n_seeds", "value", "std", "low", "high", "unit", "level", "seeds",
+              "values", "command", "commits", "runs", "check"]
+    writer = csv.DictWriter(out, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def log_to_wandb(tables: Sequence[Table], command: str, project: str = "spacewalk", mode: str = "offline",
+                 directory: str | Path | None = None) -> Path:
+    """The tables as wandb.Table in a W&B run of their own (job_type report), and the long rows of the CSV;
+    returns the run's local folder."""
+    import wandb
+
+    run = wandb.init(project=project, mode=mode, dir=None if directory is None else str(directory),
+                     job_type="report", config={"command": command})
+    try:
+        logged: dict[str, Any] = {}
+        for i, table in enumerate(tables):
+            header = table.spec.row_header or ", ".join(table.spec.rows)
+            columns = [header, *(table.column_label(c) for c in table.column_keys)]
+            logged[f"report/table_{i}"] = wandb.Table(columns=columns, data=[[label, *cells] for label, cells, _
+                                                                              in table.layout()])
+        long = csv_rows(tables)
+        if long:
+            names = list(long[0])
+            logged["report/cells"] = wandb.Table(columns=names, data=[[r[n] for n in names] for r in long])
+        run.log(logged)
+        return Path(run.dir).parent
+    finally:
+        run.finish()
+
+
+def build_report(paths: Sequence[str | Path], specs: Sequence[TableSpec],
+                 rescore: Rescore | None = None) -> list[Table]:
+    """The tables of `specs` from the run (or sweep) directories; with `rescore`, each cell checked (--check)."""
+    runs = read_runs(paths)
+    tables = [build_table(spec, runs) for spec in specs]
+    if rescore is not None:
+        for table in tables:
+            check_table(table, rescore)
+    return tables
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from spacewalk.command_errors import user_errors_reported
+
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="run directories and sweep directories (each job of one)")
+    parser.add_argument("--spec", type=Path, help="a YAML file of table specs (instead of the flags below)")
+    parser.add_argument("--metrics", default="Accuracy,mAP,IoU", help="comma-separated (default: %(default)s)")
+    parser.add_argument("--rows", default="model", help="comma-separated config keys (default: %(default)s)")
+    parser.add_argument("--columns", default="context", help="comma-separated config keys (default: %(default)s)")
+    parser.add_argument("--title", help="the table's title")
+    parser.add_argument("--markdown", type=Path, help="write the markdown here (default: print it)")
+    parser.add_argument("--csv", type=Path, help="write the CSV here")
+    parser.add_argument("--wandb", action="store_true", help="log the tables to W&B (offline by default)")
+    parser.add_argument("--wandb-mode", default="offline", choices=("offline", "online"))
+    parser.add_argument("--wandb-project", default="spacewalk")
+    parser.add_argument("--wandb-dir", type=Path, help="the W&B run's folder (default: ./wandb)")
+    parser.add_argument("--check", action="store_true",
+                        help="re-score every run from its recorded predictions and flag cells that no longer match")
+    args = parser.parse_args(argv)
+    command = shlex.join(["python", "-m", "spacewalk.report", *(sys.argv[1:] if argv is None else argv)])
+    with user_errors_reported():
+        if args.spec is not None:
+            specs = load_specs(args.spec)
+        else:
+            specs = [TableSpec.from_mapping({"title": args.title, "metrics": args.metrics.split(","),
+                                             "rows": args.rows.split(","), "columns": args.columns.split(",")},
+                                            "the command line")]
+        tables = build_report(args.runs, specs, default_rescore() if args.check else None)
+        markdown = report_markdown(tables, command)
+        if args.markdown is not None:
+            write_text(args.markdown, markdown)
+        else:
+            print(markdown, end="")
+        if args.csv is not None:
+            write_text(args.csv, to_csv(csv_rows(tables)))
+        if args.wandb:
+            folder = log_to_wandb(tables, command, args.wandb_project, args.wandb_mode, args.wandb_dir)
+            print(f"W&B ({args.wandb_mode}): {folder}", file=sys.stderr)
+    return 1 if any(c.mismatches for t in tables for c in t.cells.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

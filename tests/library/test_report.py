@@ -1,0 +1,170 @@
+"""python -m spacewalk.report: tables from run directories, laid out by a spec, with intervals and commands."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import types
+
+import pytest
+
+from spacewalk.errors import ConfigError
+from spacewalk.report import TableSpec, build_report, load_specs, main
+
+from run_dir_fakes import step_metrics, write_run
+
+SPEC = """
+- title: Main
+  metrics: [Accuracy, mAP, IoU]
+  rows: [model, experiment]
+  columns: [context]
+  where: {decoding: none}
+  row_header: recipe
+  row_labels: {lfb_avg: "`lfb_avg`, ours"}
+  column_labels: {1min: w = 1 min}
+  column_label: "w = {}"
+  row_order: [lfb_cat, lfb_avg]
+  quoted:
+    - {label: Paper LFB Avg, after: lfb_avg, cells: {5min: 12.37 / 17.25 / 3.73}}
+    - {label: GPT-4o, cells: {1min: 15.47 / - / 6.36}}
+"""
+
+
+def sweep(tmp_path):
+    """lfb_avg at 1 and 5 min with seeds 0, 1, 2; lfb_cat at 5 min seed 0; the paper variant; a decoded run and
+    a failed job that the table leaves out or names."""
+    root = tmp_path / "sweep"
+    job = 0
+    for context, seeds in (("1min", (0, 1, 2)), ("5min", (0, 1, 2))):
+        for seed in seeds:
+            write_run(root / str(job), ["model=lfb_avg", f"context={context}", f"seed={seed}"],
+                      step_metrics(10.0 + seed + (5 if context == "5min" else 0), 20.0, 5.0),
+                      provenance={"command": f"python train.py model=lfb_avg context={context} seed={seed}",
+                                  "commit": "0123456789abcdef", "dirty": False})
+            job += 1
+    write_run(root / str(job), ["model=lfb_cat", "context=5min"], step_metrics(19.13, 18.85, 6.8))
+    write_run(root / str(job + 1), ["experiment=paper_lfb_cat", "context=5min"], step_metrics(8.62, 10.0, 3.11),
+              model="lfb_cat", experiment="paper_lfb_cat")
+    write_run(root / str(job + 2), ["model=lfb_cat", "context=1min", "decoding=within_window"],
+              step_metrics(1, 2, 3))
+    write_run(root / str(job + 3), ["model=lfb_cat", "context=1min"], None)  # failed
+    return root
+
+
+def test_the_spec_lays_out_rows_columns_seeds_intervals_and_commands(tmp_path):
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(SPEC)
+    [table] = build_report([sweep(tmp_path)], load_specs(spec_file))
+    assert table.row_keys == ["lfb_cat", "lfb_avg", "lfb_cat, paper_lfb_cat"]
+    assert table.column_keys == ["1min", "5min"]  # durations by length
+    rows = {label: cells for label, cells, _ in table.layout()}
+    assert list(rows) == ["lfb_cat", "`lfb_avg`, ours", "Paper LFB Avg", "lfb_cat, paper_lfb_cat", "GPT-4o"]
+    # three seeds: mean ± std [the mean of the seeds' bounds]; one run: value [its interval]
+    assert rows["`lfb_avg`, ours"] == ["11.00 ± 1.00 [9.00, 13.00] / 20.00 ± 0.00 [18.00, 22.00] / "
+                                       "5.00 ± 0.00 [4.00, 6.00]",
+                                       "16.00 ± 1.00 [14.00, 18.00] / 20.00 ± 0.00 [18.00, 22.00] / "
+                                       "5.00 ± 0.00 [4.00, 6.00]"]
+    assert rows["lfb_cat"] == ["-", "19.13 [17.13, 21.13] / 18.85 [16.85, 20.85] / 6.80 [5.80, 7.80]"]
+    assert rows["Paper LFB Avg"] == ["-", "12.37 / 17.25 / 3.73"]
+
+    from spacewalk.report import report_markdown, table_markdown
+
+    text = table_markdown(table)
+    assert "| recipe | w = 1 min | w = 5min |" in text
+    assert "| Paper LFB Avg (quoted) | - | 12.37 / 17.25 / 3.73 |" in text
+    assert ("- `lfb_avg`, ours, w = 5min (seeds 0, 1, 2; commit 0123456789ab): "
+            "`python train.py -m model=lfb_avg context=5min seed=0,1,2`") in text
+    assert "- lfb_cat, w = 5min (seed 0; commit not recorded): `python train.py model=lfb_cat context=5min`" in text
+    assert f"Left out, no metrics.json (failed, or still running): {tmp_path / 'sweep' / '9'}" in text
+    assert report_markdown([table], "python -m spacewalk.report X").startswith(
+        "<!-- made by `python -m spacewalk.report X`")
+
+
+def test_two_settings_in_one_cell_are_refused_naming_them(tmp_path):
+    root = sweep(tmp_path)
+    spec = TableSpec.from_mapping({"rows": ["model"], "columns": ["context"]}, "test")  # no `where`
+    with pytest.raises(ConfigError, match=r"the table: two settings in the cell \(lfb_cat, 5min\): "
+                                          r"model=lfb_cat context=5min \(.*/6\) and experiment=paper_lfb_cat "
+                                          r"context=5min \(.*/7\); add a key"):
+        build_report([root], [spec])
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"rows": ["model"], "colour": "red"}, r"unknown keys \['colour'\]"),
+    ({"metrics": []}, "metrics must be a non-empty list"),
+    ({"rows": ["seed"]}, "seed cannot be a row or column key"),
+    ({"quoted": [{"cells": {}}]}, r"quoted\[0\] must be a mapping with label"),
+    ({"digits": -1}, "digits must be a non-negative integer"),
+    (["model"], "a table spec must be a mapping"),
+])
+def test_a_bad_spec_is_refused_naming_the_key(values, message):
+    with pytest.raises(ConfigError, match=message):
+        TableSpec.from_mapping(values, "spec.yaml: table 0")
+
+
+def test_the_command_writes_markdown_and_csv(tmp_path, capsys):
+    root = sweep(tmp_path)
+    assert main([str(root), "--csv", str(tmp_path / "t.csv"), "--markdown", str(tmp_path / "t.md"),
+                 "--metrics", "Accuracy,decoded/Accuracy", "--title", "T", "--rows", "model,experiment,decoding"]) == 0
+    text = (tmp_path / "t.md").read_text()
+    assert text.startswith(f"<!-- made by `python -m spacewalk.report {root} --csv") and "### T" in text
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "t.csv").read_text())))
+    row = next(r for r in rows if r["row"] == "lfb_avg, none" and r["column"] == "5min"
+               and r["metric"] == "Accuracy")
+    assert (row["n_seeds"], row["value"], row["std"], row["low"], row["high"], row["seeds"]) == (
+        "3", "16.0", "1.0", "14.0", "18.0", "0 1 2")
+    assert row["command"] == "python train.py -m model=lfb_avg context=5min seed=0,1,2"
+    assert row["commits"] == "0123456789abcdef" and row["values"] == "15.0 16.0 17.0"
+    assert row["runs"] == " ".join(str(root / str(j)) for j in (3, 4, 5))
+    decoded = next(r for r in rows if r["metric"] == "decoded/Accuracy" and r["row"] == "lfb_avg, none")
+    assert decoded["n_seeds"] == "0" and decoded["value"] == ""  # no decoded numbers in these runs: left empty
+
+
+def test_a_user_error_ends_the_command_with_its_message(tmp_path, capsys):
+    with pytest.raises(SystemExit) as ended:
+        main([str(tmp_path / "nowhere")])
+    assert ended.value.code == 2 and "nowhere: no such directory" in capsys.readouterr().err
+
+
+def test_check_flags_a_cell_whose_run_no_longer_rescores(tmp_path, monkeypatch, capsys):
+    root = sweep(tmp_path)
+    stale = root / "4"  # lfb_avg, 5min, seed 1: its metrics.json says 16.0
+
+    def rescore_run(run_dir):
+        return {"Accuracy": 99.0 if run_dir == stale else json.loads((run_dir / "metrics.json").read_text())[
+            "Accuracy"], "mAP": {"estimate": 20.0}, "IoU": 5.0}
+
+    # the hook: spacewalk.rescore.rescore_run (issue 23 item 6), imported only under --check
+    monkeypatch.setitem(sys.modules, "spacewalk.rescore", types.SimpleNamespace(rescore_run=rescore_run))
+    code = main([str(root), "--check", "--rows", "model,experiment,decoding", "--columns", "context"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "| lfb_avg, none | 11.00 ± 1.00 [9.00, 13.00] / 20.00 ± 0.00 [18.00, 22.00] / 5.00 ± 0.00 [4.00, 6.00] |" \
+           " 16.00 ± 1.00 [14.00, 18.00] / 20.00 ± 0.00 [18.00, 22.00] / 5.00 ± 0.00 [4.00, 6.00] (!) |" in out
+    assert f"- {stale}: Accuracy is 16.0 in metrics.json, re-scored 99.0" in out
+    monkeypatch.setitem(sys.modules, "spacewalk.rescore", types.SimpleNamespace(
+        rescore_run=lambda run_dir: json.loads((run_dir / "metrics.json").read_text())))
+    assert main([str(root), "--check", "--rows", "model,experiment,decoding"]) == 0
+
+
+def test_check_without_the_rescoring_module_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "spacewalk.rescore", None)  # importing it raises ImportError
+    with pytest.raises(SystemExit) as ended:
+        main([str(sweep(tmp_path)), "--check", "--rows", "model,experiment,decoding"])
+    assert ended.value.code == 2 and "--check needs spacewalk.rescore.rescore_run" in capsys.readouterr().err
+
+
+def test_the_same_table_goes_to_wandb_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    root = sweep(tmp_path)
+    assert main([str(root), "--rows", "model,experiment,decoding", "--wandb", "--wandb-dir", str(tmp_path / "w"),
+                 "--markdown", str(tmp_path / "t.md")]) == 0
+    [run] = list((tmp_path / "w" / "wandb").glob("offline-run-*"))
+    [table_file] = list(run.glob("files/media/table/report/table_0_*.table.json"))
+    logged = json.loads(table_file.read_text())
+    assert logged["columns"] == ["model, experiment, decoding", "1min", "5min"]
+    assert ["lfb_avg, none", "11.00 ± 1.00 [9.00, 13.00] / 20.00 ± 0.00 [18.00, 22.00] / 5.00 ± 0.00 [4.00, 6.00]",
+            "16.00 ± 1.00 [14.00, 18.00] / 20.00 ± 0.00 [18.00, 22.00] / 5.00 ± 0.00 [4.00, 6.00]"] in logged["data"]
+    assert list(run.glob("files/media/table/report/cells_*.table.json"))
