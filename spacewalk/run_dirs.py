@@ -12,7 +12,8 @@ dicts) or beside each HiREST task's numbers (`{split: {task: {..., "intervals": 
 a run are exactly those, named by their path with "/" (`Accuracy`, `per_domain/surgery`,
 `test/moment_retrieval/R@0.5`), with the interval's `estimate` (the official number) as the value. Beside them,
 numbers that have no interval yet: HiREST captioning's overall corpus metrics (`test/step_captioning/CIDEr`, from
-its `"all"`), `best_val_loss` and the plan decoding's `decoded/Accuracy`, `mAP`, `IoU`. A run
+its `"all"`), `best_val_loss`, intra-video retrieval's `val/Accuracy` and the plan decoding's `decoded/Accuracy`,
+`mAP`, `IoU`. A run
 written with `metrics.bootstrap.n_resamples=0` (or before the intervals) falls back to its top-level `Accuracy`,
 `mAP`, `IoU`, `accuracy`, without intervals. Any other number of metrics.json can still be asked for by its path
 (`metric_value`).
@@ -34,7 +35,7 @@ from spacewalk.provenance import command_line, read_provenance
 
 METRICS_FILE = "metrics.json"
 # numbers reported beside the intervals' ones, without an interval (docs/architecture.md: not covered yet)
-WITHOUT_INTERVALS = ("best_val_loss", "decoded/Accuracy", "decoded/mAP", "decoded/IoU")
+WITHOUT_INTERVALS = ("best_val_loss", "val/Accuracy", "decoded/Accuracy", "decoded/mAP", "decoded/IoU")
 # a run without "intervals" (n_resamples=0, or written before them): its top-level headline numbers
 FALLBACK = ("Accuracy", "mAP", "IoU", "accuracy")
 

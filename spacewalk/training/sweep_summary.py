@@ -151,11 +151,17 @@ def summarize_sweep(sweep_dir: Path, out_dir: Path | None = None) -> str:
 
 class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from spacewalk.errors import UserInputError
+
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return
-        log.info("sweep summary (test split; select on val, never on these):\n%s",
-                 summarize_sweep(sweep_dir, sweep_dir))
+        try:
+            summary = summarize_sweep(sweep_dir, sweep_dir)
+        except UserInputError as error:  # a job's unreadable file: the jobs' own outputs stand, the summary says why
+            log.warning("no sweep summary: %s", error)
+            return
+        log.info("sweep summary (test split; select on val, never on these):\n%s", summary)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

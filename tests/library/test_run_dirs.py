@@ -27,6 +27,10 @@ def test_headline_numbers_of_every_task_are_their_intervals():
         "Accuracy": interval(40.0, 5, "questions"), "per_type": {"when": interval(50.0, 9, "questions")}}})
     assert set(qa) == {"Accuracy", "per_type/when"} and qa["per_type/when"].low == 41.0
 
+    retrieval = headline_metrics({"split": "test", "Accuracy": 55.0, "per_video": {"v": 55.0}, "val": {
+        "Accuracy": 48.0}, "context_seconds": 300.0, "intervals": {"Accuracy": interval(55.0, 1.0, "samples")}})
+    assert retrieval == {"Accuracy": Metric(55.0, 54.0, 56.0, "samples", 0.95), "val/Accuracy": Metric(48.0)}
+
     egocross = headline_metrics({"accuracy": 70.0, "per_domain": {"surgery": {"accuracy": 60.0, "correct": 6}},
                                  "intervals": {"accuracy": interval(70.0, 3, "questions"),
                                                "per_domain": {"surgery": interval(60.0, 4, "questions")}}})

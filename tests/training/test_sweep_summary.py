@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 
 from omegaconf import OmegaConf
 
@@ -53,10 +54,14 @@ def test_every_tasks_numbers_by_job_and_by_seed(tmp_path):
     assert texts["summary.md"].startswith("## Jobs") and texts["seeds.md"] in texts["summary.md"]
 
 
-def test_the_callback_writes_the_files_into_the_sweep(tmp_path):
+def test_the_callback_writes_the_files_into_the_sweep(tmp_path, caplog):
     sweep = fake_sweep(tmp_path / "sweep")
     SweepSummary().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}}}))
     assert {p.name for p in sweep.glob("*.*")} == {"summary.csv", "summary.md", "seeds.csv", "seeds.md"}
+    (sweep / "3" / "metrics.json").write_text("{torn")  # a bad file ends the summary with a warning, not the sweep
+    with caplog.at_level(logging.WARNING):
+        SweepSummary().on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}}}))
+    assert "no sweep summary:" in caplog.text and "3/metrics.json: not valid JSON" in caplog.text
 
 
 def test_the_command_reads_an_existing_sweep(tmp_path, capsys):
