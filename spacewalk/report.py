@@ -1,7 +1,7 @@
 """Tables made from run directories: `python -m spacewalk.report`, so that no number in docs/results.md is typed.
 
     python -m spacewalk.report RUN_OR_SWEEP_DIR... [--spec docs/tables/results.yaml] [--markdown out.md]
-        [--csv out.csv] [--wandb] [--check]
+        [--update docs/results.md] [--csv out.csv] [--wandb] [--check]
 
 Every run directory given (or every job of a sweep directory) is read (spacewalk/run_dirs.py): its config, its
 headline numbers with their intervals, the command and commit that produced it. Runs that differ only in their
@@ -30,9 +30,12 @@ fall into one cell (they differ in an override the spec's keys do not name) are 
 or a `where`. `quoted` rows are numbers quoted from elsewhere (a paper), printed as given and marked so.
 
 Outputs: the markdown (stdout, or `--markdown FILE`) with, under each table, the command and commit of every cell
-and the command that made the table; `--csv FILE`, one row per (table, row, column, number): value, std, bounds,
-seeds, command, commits, run directories; `--wandb`: the same tables as wandb.Table, in a W&B run of its own
-(offline unless `--wandb-mode online`, as train.py's logger).
+and the command that made the table; `--update DOC.md` puts each table into its block of a document, between
+`<!-- spacewalk.report table="TITLE" -->` and `<!-- /spacewalk.report -->` (the text around it stays as written, the
+markers too, so the next run replaces the table again: docs/results.md's tables are made so); `--csv FILE`, one
+row per (table, row, column, number): value, std, bounds, seeds, command, commits, run directories; `--wandb`:
+the same tables as wandb.Table, in a W&B run of its own (offline unless `--wandb-mode online`, as train.py's
+logger).
 
 `--check` re-scores each run from its recorded predictions and flags (`(!)` in the cell, a list under the table,
 exit code 1) a cell whose run no longer gives the numbers its metrics.json holds. The re-scoring is
@@ -365,6 +368,33 @@ def report_markdown(tables: Sequence[Table], command: str) -> str:
     return f"<!-- made by `{command}`: regenerate it rather than edit -->\n\n{body}"
 
 
+def _block_start(title: str) -> str:
+    return f'<!-- spacewalk.report table="{title}" -->'
+
+
+BLOCK_END = "<!-- /spacewalk.report -->"
+
+
+def update_document(text: str, tables: Sequence[Table], command: str, name: str) -> str:
+    """`text` (a markdown document, `name` in errors) with each table's block replaced: the lines between
+    `<!-- spacewalk.report table="TITLE" -->` and `<!-- /spacewalk.report -->` become the table made now (the
+    markers stay, so the next run replaces it again). Every table needs a title and its block in the document."""
+    for table in tables:
+        title = table.spec.title
+        if not title:
+            raise ConfigError(f"--update {name}: every table of the spec needs a title (its block's name)")
+        start = _block_start(title)
+        begin = text.find(start)
+        end = text.find(BLOCK_END, begin + len(start)) if begin >= 0 else -1
+        if begin < 0 or end < 0:
+            raise DataError(f"no block for the table {title!r}: put the lines {start} and {BLOCK_END} where it goes",
+                            file=name)
+        made = table_markdown(table).replace(f"### {title}\n\n", "", 1)  # the document has its own heading
+        body = f"{start}\n<!-- made by `{command}`: regenerate it rather than edit -->\n\n{made}"
+        text = text[:begin] + body + text[end:]
+    return text
+
+
 def csv_rows(tables: Sequence[Table]) -> list[dict[str, Any]]:
     rows = []
     for table in tables:
@@ -443,6 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--columns", default="context", help="comma-separated config keys (default: %(default)s)")
     parser.add_argument("--title", help="the table's title")
     parser.add_argument("--markdown", type=Path, help="write the markdown here (default: print it)")
+    parser.add_argument("--update", type=Path, help="replace each table's block in this markdown file "
+                        "(<!-- spacewalk.report table=\"TITLE\" --> ... <!-- /spacewalk.report -->)")
     parser.add_argument("--csv", type=Path, help="write the CSV here")
     parser.add_argument("--wandb", action="store_true", help="log the tables to W&B (offline by default)")
     parser.add_argument("--wandb-mode", default="offline", choices=("offline", "online"))
@@ -461,9 +493,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                             "the command line")]
         tables = build_report(args.runs, specs, default_rescore() if args.check else None)
         markdown = report_markdown(tables, command)
+        if args.update is not None:
+            if not args.update.is_file():
+                raise DataError("file not found", file=args.update)
+            write_text(args.update, update_document(args.update.read_text(encoding="utf-8"), tables, command,
+                                                    str(args.update)))
         if args.markdown is not None:
             write_text(args.markdown, markdown)
-        else:
+        elif args.update is None:
             print(markdown, end="")
         if args.csv is not None:
             write_text(args.csv, to_csv(csv_rows(tables)))

@@ -168,3 +168,24 @@ def test_the_same_table_goes_to_wandb_offline(tmp_path, monkeypatch):
     assert ["lfb_avg, none", "11.00 ± 1.00 [9.00, 13.00] / 20.00 ± 0.00 [18.00, 22.00] / 5.00 ± 0.00 [4.00, 6.00]",
             "16.00 ± 1.00 [14.00, 18.00] / 20.00 ± 0.00 [18.00, 22.00] / 5.00 ± 0.00 [4.00, 6.00]"] in logged["data"]
     assert list(run.glob("files/media/table/report/cells_*.table.json"))
+
+
+def test_update_replaces_each_tables_block_of_a_document(tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    doc = tmp_path / "results.md"
+    doc.write_text('# Results\n\n## Main\n\nText before.\n\n<!-- spacewalk.report table="Main" -->\nold | table\n'
+                   "<!-- /spacewalk.report -->\n\nText after.\n")
+    root = sweep(tmp_path)
+    assert main([str(root), "--spec", str(spec), "--update", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith("# Results\n\n## Main\n\nText before.\n\n<!-- spacewalk.report table=\"Main\" -->\n"
+                           "<!-- made by `python -m spacewalk.report")
+    assert "old | table" not in text and "### Main" not in text and text.endswith("<!-- /spacewalk.report -->\n\n"
+                                                                                  "Text after.\n")
+    assert "| `lfb_avg`, ours | 11.00 ± 1.00 [9.00, 13.00]" in text
+    assert main([str(root), "--spec", str(spec), "--update", str(doc)]) == 0 and doc.read_text() == text  # again
+    doc.write_text("# Results\n")
+    with pytest.raises(SystemExit):
+        main([str(root), "--spec", str(spec), "--update", str(doc)])
+    assert f"{doc}: no block for the table 'Main': put the lines" in capsys.readouterr().err
