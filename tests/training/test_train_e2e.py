@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import shlex
 import subprocess
 
 import numpy as np
@@ -93,13 +96,39 @@ def test_resume_from_last_checkpoint(tmp_path):
     assert epochs("version_0") == {"0"} and epochs("version_1") == {"1"}  # the second run went on from epoch 1
 
 
-def test_multirun_writes_a_summary(tmp_path):
+def test_multirun_writes_a_summary_by_seed_and_the_report_reads_the_sweep(tmp_path):
     sweep = tmp_path / "sweep"
-    run("train.py", tmp_path, "-m", "model=zero_shot,lfb_avg", "trainer.max_epochs=1", "logger=csv", "plots=false",
-        f"hydra.sweep.dir={sweep}")
-    rows = (sweep / "summary.csv").read_text().splitlines()
-    assert len(rows) == 3 and "model=zero_shot" in rows[1] and "model=lfb_avg" in rows[2]
-    assert all(row.split(",")[2] for row in rows[1:])  # every job has its test Accuracy
+    run("train.py", tmp_path, "-m", "model=zero_shot,lfb_avg", "seed=0,1", "trainer.max_epochs=1", "logger=csv",
+        "plots=false", f"hydra.sweep.dir={sweep}")
+    jobs = list(csv.DictReader(io.StringIO((sweep / "summary.csv").read_text())))
+    def given(job, key):
+        return next(o.split("=", 1)[1] for o in job["overrides"].split() if o.startswith(f"{key}="))
+
+    assert [(j["job"], given(j, "model"), given(j, "seed")) for j in jobs] == [
+        ("0", "zero_shot", "0"), ("1", "zero_shot", "1"), ("2", "lfb_avg", "0"), ("3", "lfb_avg", "1")]
+    for job in jobs:  # every job's test numbers with their intervals, and the command and commit that made it
+        assert float(job["Accuracy_low"]) <= float(job["Accuracy"]) <= float(job["Accuracy_high"])
+        provenance = json.loads((sweep / job["job"] / "provenance.json").read_text())
+        assert provenance["overrides"] == job["overrides"].split()  # the job's own, as .hydra/overrides.yaml
+        assert provenance["command"] == shlex.join(["python", "train.py", *provenance["overrides"]])
+        assert len(provenance["commit"]) == 40
+    groups = list(csv.DictReader(io.StringIO((sweep / "seeds.csv").read_text())))
+    lfb_avg = next(g for g in groups if "model=lfb_avg" in g["overrides"].split() and g["metric"] == "Accuracy")
+    values = [float(j["Accuracy"]) for j in jobs[2:]]
+    assert (lfb_avg["seeds"], lfb_avg["n"]) == ("0 1", "2")
+    assert float(lfb_avg["mean"]) == pytest.approx(np.mean(values))
+    assert float(lfb_avg["std"]) == pytest.approx(np.std(values, ddof=1))
+    assert float(lfb_avg["low"]) == pytest.approx(np.mean([float(j["Accuracy_low"]) for j in jobs[2:]]))
+
+    # the report's table from the same sweep: one cell per recipe, mean ± std over the two seeds, its command
+    result = run_command("-m", "spacewalk.report", sweep, "--csv", tmp_path / "table.csv")
+    assert "| model | 5min |" in result.stdout  # the default layout: recipe by window
+    cells = list(csv.DictReader(io.StringIO((tmp_path / "table.csv").read_text())))
+    cell = next(c for c in cells if c["row"] == "lfb_avg" and c["metric"] == "Accuracy")
+    assert (cell["n_seeds"], cell["seeds"]) == ("2", "0 1") and float(cell["value"]) == pytest.approx(np.mean(values))
+    assert cell["command"].startswith("python train.py -m ") and cell["command"].endswith(" seed=0,1")
+    assert "model=lfb_avg" in cell["command"].split()
+    assert len(cell["commits"].split()) == 1  # one commit made both
 
 
 @pytest.mark.parametrize("recipe", [["model=zero_shot"], ["model=lfb_cat", "context=1min", "trainer.max_epochs=3",
