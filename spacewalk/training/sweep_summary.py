@@ -93,9 +93,22 @@ def _markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> st
     return "\n".join(lines) + "\n"
 
 
+def common_overrides(runs: Sequence[RunDir]) -> list[str]:
+    """The overrides every job shares (the data, its root, the logger...): said once above the markdown tables, so
+    that each row shows what tells it apart (the CSV files keep every row's whole list)."""
+    if len(runs) < 2:
+        return []
+    shared = set(runs[0].overrides).intersection(*(r.overrides for r in runs[1:]))
+    return [o for o in runs[0].overrides if o in shared]
+
+
+def _own(overrides: Sequence[str], common: Sequence[str]) -> str:
+    return " ".join(o for o in overrides if o not in common) or "(the common overrides only)"
+
+
 def jobs_markdown(runs: Sequence[RunDir]) -> str:
     """One row per job, each number with its interval (`19.09 [15.12, 23.05]`)."""
-    names = metric_names(runs)
+    names, common = metric_names(runs), common_overrides(runs)
     rows = []
     for run in runs:
         cells = []
@@ -103,17 +116,23 @@ def jobs_markdown(runs: Sequence[RunDir]) -> str:
             m = run.headline.get(name)
             cells.append("" if m is None else f"{m.value:.2f}" + (
                 f" [{m.low:.2f}, {m.high:.2f}]" if m.low is not None and m.high is not None else ""))
-        rows.append([run.name, " ".join(run.overrides), *cells])
+        rows.append([run.name, _own(run.overrides, common), *cells])
     return _markdown_table(["job", "overrides", *names], rows)
 
 
 def seeds_markdown(groups: Sequence[SeedGroup]) -> str:
     """One row per (group, number): `mean ± std [pooled interval]`, the seeds and their values."""
-    rows = [[r["overrides"], r["seeds"], r["metric"], r["cell"], " ".join(f"{float(v):.2f}" for v in
-                                                                          r["values"].split())]
+    common = common_overrides([r for g in groups for r in g.runs])
+    rows = [[_own(r["overrides"].split(" ") if r["overrides"] else [], common), r["seeds"], r["metric"], r["cell"],
+             " ".join(f"{float(v):.2f}" for v in r["values"].split())]
             for r in group_rows(groups)]
     return _markdown_table(["setting (overrides but the seed)", "seeds", "metric",
                             "mean ± std [pooled 95% interval]", "per seed"], rows)
+
+
+def _common_line(runs: Sequence[RunDir]) -> str:
+    common = common_overrides(runs)
+    return f"Every job's overrides include: `{' '.join(common)}`.\n\n" if common else ""
 
 
 def to_csv(rows: Sequence[dict[str, Any]]) -> str:
@@ -135,9 +154,10 @@ INTRO = ("Test numbers (select on val, never on these). Grouped: mean ± standar
 def summary_texts(runs: Sequence[RunDir]) -> dict[str, str]:
     """The summary files' contents, by name."""
     groups = group_by_seed(runs)
-    markdown = f"## Jobs\n\n{jobs_markdown(runs)}\n## By seed\n\n{INTRO}\n{seeds_markdown(groups)}"
+    seeds = f"{INTRO}\n{_common_line(runs)}{seeds_markdown(groups)}"
+    markdown = f"## Jobs\n\n{_common_line(runs)}{jobs_markdown(runs)}\n## By seed\n\n{seeds}"
     return {"summary.csv": to_csv(job_rows(runs)), "summary.md": markdown,
-            "seeds.csv": to_csv(group_rows(groups)), "seeds.md": f"{INTRO}\n{seeds_markdown(groups)}"}
+            "seeds.csv": to_csv(group_rows(groups)), "seeds.md": seeds}
 
 
 def summarize_sweep(sweep_dir: Path, out_dir: Path | None = None) -> str:

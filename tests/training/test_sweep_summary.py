@@ -73,3 +73,16 @@ def test_the_command_reads_an_existing_sweep(tmp_path, capsys):
     # as a command: a directory that is no sweep ends with its message
     result = run_command("-m", "spacewalk.training.sweep_summary", str(tmp_path / "nowhere"), check=False)
     assert result.returncode == 2 and "nowhere: no such directory" in result.stderr
+
+
+def test_the_overrides_every_job_shares_are_said_once(tmp_path):
+    for job, seed in enumerate((0, 1)):
+        write_run(tmp_path / "sweep" / str(job), ["data=spacewalk18", "data.root=/r", "model=lfb_avg", f"seed={seed}"],
+                  step_metrics(10.0 + seed, 20.0, 5.0))
+    texts = summary_texts(read_runs([tmp_path / "sweep"]))
+    assert "Every job's overrides include: `data=spacewalk18 data.root=/r model=lfb_avg`." in texts["seeds.md"]
+    assert "| (the common overrides only) | 0 1 | Accuracy | 10.50 ± 0.71 [8.50, 12.50] |" in texts["seeds.md"]
+    assert "| 1 | seed=1 | 11.00 [9.00, 13.00] |" in texts["summary.md"]
+    # the CSV keeps each row's whole list
+    assert next(csv.DictReader(io.StringIO(texts["seeds.csv"])))["overrides"] == \
+        "data=spacewalk18 data.root=/r model=lfb_avg"
