@@ -209,19 +209,21 @@ class Table:
         return self.spec.column_labels.get(key) or self.spec.column_label.format(key)
 
     def layout(self) -> list[tuple[str, list[str], bool]]:
-        """The rows as printed: (label, cell texts, quoted), each quoted row after the row it names (by value or
-        label), the others at the end."""
+        """The rows as printed: (label, cell texts, quoted). A quoted row follows the row it names (by value or
+        label) where that row's place in `row_order` is, even when no run fills it; the others come last."""
         def quoted_row(q: QuotedRow) -> tuple[str, list[str], bool]:
             return q.label, [q.cells.get(c, "-") for c in self.column_keys], True
 
         out: list[tuple[str, list[str], bool]] = []
         placed: set[int] = set()
-        for row in self.row_keys:
-            cells = [self.cells[(row, c)].text(self.spec.metrics, self.spec.digits) if (row, c) in self.cells
-                     else "-" for c in self.column_keys]
-            out.append((self.row_label(row), cells, False))
+        places = [*self.spec.row_order, *(r for r in self.row_keys if r not in self.spec.row_order)]
+        for row in places:
+            if row in self.row_keys:
+                cells = [self.cells[(row, c)].text(self.spec.metrics, self.spec.digits) if (row, c) in self.cells
+                         else "-" for c in self.column_keys]
+                out.append((self.row_label(row), cells, False))
             for i, q in enumerate(self.spec.quoted):
-                if q.after is not None and q.after in (row, self.row_label(row)):
+                if i not in placed and q.after is not None and q.after in (row, self.row_label(row)):
                     out.append(quoted_row(q))
                     placed.add(i)
         out += [quoted_row(q) for i, q in enumerate(self.spec.quoted) if i not in placed]

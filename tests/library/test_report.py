@@ -25,9 +25,10 @@ SPEC = """
   row_labels: {lfb_avg: "`lfb_avg`, ours"}
   column_labels: {1min: w = 1 min}
   column_label: "w = {}"
-  row_order: [lfb_cat, lfb_avg]
+  row_order: [lfb_cat, lfb_nl, lfb_avg]
   quoted:
     - {label: Paper LFB Avg, after: lfb_avg, cells: {5min: 12.37 / 17.25 / 3.73}}
+    - {label: Paper LFB NL, after: lfb_nl, cells: {5min: 10.70 / 17.28 / 3.01}}
     - {label: GPT-4o, cells: {1min: 15.47 / - / 6.36}}
 """
 
@@ -60,7 +61,9 @@ def test_the_spec_lays_out_rows_columns_seeds_intervals_and_commands(tmp_path):
     assert table.row_keys == ["lfb_cat", "lfb_avg", "lfb_cat, paper_lfb_cat"]
     assert table.column_keys == ["1min", "5min"]  # durations by length
     rows = {label: cells for label, cells, _ in table.layout()}
-    assert list(rows) == ["lfb_cat", "`lfb_avg`, ours", "Paper LFB Avg", "lfb_cat, paper_lfb_cat", "GPT-4o"]
+    # a quoted row follows its row, or that row's place in row_order when no run fills it (lfb_nl)
+    assert list(rows) == ["lfb_cat", "Paper LFB NL", "`lfb_avg`, ours", "Paper LFB Avg", "lfb_cat, paper_lfb_cat",
+                          "GPT-4o"]
     # three seeds: mean ± std [the mean of the seeds' bounds]; one run: value [its interval]
     assert rows["`lfb_avg`, ours"] == ["11.00 ± 1.00 [9.00, 13.00] / 20.00 ± 0.00 [18.00, 22.00] / "
                                        "5.00 ± 0.00 [4.00, 6.00]",
