@@ -79,6 +79,13 @@ def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path):
     for name in ("Accuracy", "mAP", "IoU"):
         assert metrics(again)[name] == metrics(run_dir)[name]
     assert metrics(again)["intervals"] == m["intervals"]  # the same predictions and seed: the same intervals
+    # the re-test records its own command; a table reads its keys from the trained run (spacewalk.run_dirs)
+    from spacewalk.run_dirs import read_run
+
+    assert json.loads((again / "provenance.json").read_text())["command"] == \
+        f"python evaluate.py ckpt_path={best[0]}"
+    retest = read_run(again)
+    assert retest.origin.path == run_dir and (retest.value("model"), retest.value("context")) == ("lfb_cat", "1min")
 
 
 def test_resume_from_last_checkpoint(tmp_path):
