@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -36,10 +37,23 @@ class VideoEncoder(Protocol):
     def text_encoder(self) -> TextEncoder | None: ...
 
 
+def local_rank() -> int:
+    """This process's rank on its node when a launcher started several (torchrun and Lightning's own DDP processes
+    set LOCAL_RANK, SLURM's srun SLURM_LOCALID), else 0."""
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", 0)))
+
+
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    """"auto": the GPU when there is one, else the CPU. "auto" and a bare "cuda" name the process's own GPU,
+    cuda:<local rank> (modulo the GPUs it sees: a task bound to one GPU sees it as cuda:0): they are resolved when
+    an encoder or a backend is built, before Lightning selects the rank's GPU, and torch's bare "cuda" would then
+    put every process of a node on GPU 0 (and a bank's encoder on another GPU than its inputs)."""
+    name = str(device)
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and torch.cuda.is_available():
+        return torch.device("cuda", local_rank() % torch.cuda.device_count())
+    return torch.device(name)
 
 
 def uniform_frame_indices(num_available: int, num_frames: int) -> np.ndarray:

@@ -285,6 +285,27 @@ def test_auto_device():
     assert encoders.resolve_device("cpu").type == "cpu"
 
 
+@pytest.mark.parametrize("env, expected", [({}, "cuda:0"), ({"LOCAL_RANK": "2"}, "cuda:2"),  # torchrun, Lightning
+                                           ({"SLURM_LOCALID": "3"}, "cuda:3"),  # srun
+                                           ({"LOCAL_RANK": "1", "SLURM_LOCALID": "3"}, "cuda:1"),
+                                           ({"SLURM_LOCALID": "6"}, "cuda:2")])  # 4 GPUs seen: 6 % 4
+def test_auto_and_bare_cuda_name_the_processs_own_gpu(monkeypatch, env, expected):
+    # several processes on a node (DDP, a multiple-choice run split across GPUs) build their encoders before
+    # Lightning selects each one's GPU: torch's bare "cuda" would put them all on GPU 0
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    for name in ("LOCAL_RANK", "SLURM_LOCALID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert str(encoders.resolve_device("auto")) == expected
+    assert str(encoders.resolve_device("cuda")) == expected
+    assert str(encoders.resolve_device("cuda:3")) == "cuda:3"  # an explicit GPU is kept
+    assert str(encoders.resolve_device("cpu")) == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert str(encoders.resolve_device("auto")) == "cpu"
+
+
 # ---------------------------------------------------------------------------------------------- configs
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
