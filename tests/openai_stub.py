@@ -10,19 +10,30 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Stub:
-    """Serves the queued (status, reply text, delay) in order, then 200 with `default`; records each request."""
+    """Serves the queued (status, reply text, delay) in order, then `respond(body)`'s (status, reply text, delay)
+    when set, else 200 with `default`; records each request and the most requests it held at once
+    (`max_in_flight`)."""
 
     def __init__(self):
         self.queue, self.requests, self.default = [], [], "Answer: B"
+        self.respond = None
+        self.in_flight = self.max_in_flight = 0
+        lock = threading.Lock()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,
-                                      "time": time.monotonic()})
-                status, text, delay = stub.queue.pop(0) if stub.queue else (200, stub.default, 0)
+                with lock:
+                    stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,
+                                          "time": time.monotonic()})
+                    stub.in_flight += 1
+                    stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+                    status, text, delay = (stub.queue.pop(0) if stub.queue else stub.respond(body) if stub.respond
+                                           else (200, stub.default, 0))
                 time.sleep(delay)
+                with lock:
+                    stub.in_flight -= 1
                 payload = (json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}],
                                        "usage": {"total_tokens": 7}}) if status == 200
                            else json.dumps({"error": {"message": text}}))

@@ -46,8 +46,10 @@ class MultipleChoice(Recipe):
         if not hasattr(backend, "answer"):
             raise ConfigError(f"model {cfg.model.get('_target_')} is not a multiple-choice backend (no answer())")
         # what the records depend on: a re-run in this directory with anything else here is refused
-        identity = {"data": OmegaConf.to_container(cfg.data, resolve=True),
-                    "model": OmegaConf.to_container(cfg.model, resolve=True)}
+        # (less the settings that change how fast, never what: a resume may change them)
+        model = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items()
+                 if k not in runner.SPEED_SETTINGS}
+        identity = {"data": OmegaConf.to_container(cfg.data, resolve=True), "model": model}
         log.info("run directory: %s (re-run the same command to resume)", output_dir)
         metrics = runner.run(task, backend, output_dir, chunk_size=int(settings.get("chunk_size", 8)),
                              identity=identity, rank=rank, world_size=world_size,
