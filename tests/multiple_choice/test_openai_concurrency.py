@@ -6,7 +6,6 @@ as one video part (vLLM's `video_url`, an mp4 or vLLM's JPEG frame list) instead
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import time
 
@@ -17,12 +16,10 @@ from PIL import Image
 from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
-from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
-from spacewalk.multiple_choice.parsing import parse_letter
 from spacewalk.multiple_choice.task import Prompt
 
-from openai_stub import Stub
+from openai_stub import Stub, Task, by_question, question_of, toy_items
 
 FILES = ("records.jsonl", "prompt_parts.jsonl", "metrics.json", "answers.json", "run.json")
 
@@ -40,51 +37,9 @@ def client(**settings) -> OpenAIChatBackend:
                                  "num_frames": 2, "backoff_seconds": 0.01, "requests_per_minute": None} | settings))
 
 
-def question_of(body: dict) -> str:
-    return next(p["text"] for p in body["messages"][-1]["content"] if p["type"] == "text").split("\n")[0]
-
-
-def by_question(body: dict) -> tuple[int, str, float]:
-    """A reply that depends on the question (so a record given to the wrong item would show), after a delay
-    that does too, so replies come back out of order."""
-    digest = hashlib.sha256(question_of(body).encode()).digest()
-    return 200, f"Answer: {'ABC'[digest[0] % 3]}", 0.1 + digest[1] / 255 * 0.15
-
-
-class Task:
-    name = "toy"
-    answer_limits = AnswerLimits(local=16, api=16, source="toy letters")
-
-    def __init__(self, items):
-        self._items = items
-
-    def items(self):
-        return self._items
-
-    def prompt(self, item):
-        return Prompt((Prompt.VISUAL, item.question, "(A) x\n(B) y\n(C) z"))
-
-    def parse(self, item, reply):
-        return parse_letter(reply, item.options)
-
-    def metrics(self, items, records):
-        return {"Accuracy": 100 * float(np.mean([r.correct for r in records])), "count": len(records)}
-
-    def write_outputs(self, items, records, out_dir):
-        from spacewalk.io import write_json
-
-        write_json(out_dir / "answers.json", [r.choice for r in records])  # a list: its order is the items'
-
-
 @pytest.fixture
 def items(tmp_path):
-    paths = []
-    for i, colour in enumerate([(255, 0, 0), (0, 0, 255), (0, 255, 0)]):
-        paths.append(tmp_path / f"frame{i}.png")
-        Image.new("RGB", (32, 24), colour).save(paths[-1])
-    return [MultipleChoiceItem(id=f"q{i:02d}", question=f"question {i}?", options=("x", "y", "z"), answer=i % 3,
-                               visual=Visual(frames=tuple(paths), frame_times=(0.0, 1.0, 2.0)))
-            for i in range(16)]
+    return toy_items(tmp_path, 16)
 
 
 def files(run_dir):
