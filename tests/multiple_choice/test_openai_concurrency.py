@@ -133,3 +133,15 @@ def test_clips_go_as_one_video_part_stills_as_images(stub, items, tmp_path, vide
     assert all(m.max() > 200 for m in means)
     assert reply.meta["visuals"] == [{"kind": "clip as video", "frames": 3, "size": [32, 32]},
                                      {"kind": "image", "frames": 1, "size": [32, 32]}]
+
+
+def test_answer_and_generate_keep_the_prompts_order_with_requests_in_flight(stub, items):
+    """The chunk interface (answer, the caption-enhanced backend's and a judge's generate) gives the replies in
+    the order of its prompts whatever order they arrive in."""
+    stub.respond = by_question
+    prompts = [Task(items).prompt(i) for i in items]
+    expected = [by_question({"messages": [{"content": [{"type": "text", "text": i.question}]}]})[1] for i in items]
+    backend = client(concurrency=8)
+    assert [r.text for r in backend.answer(items, prompts)] == expected
+    assert backend.generate([Prompt((i.question,)) for i in items]) == expected
+    assert stub.max_in_flight == 8
