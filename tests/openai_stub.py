@@ -1,28 +1,49 @@
-"""A stub OpenAI-compatible chat-completions server on 127.0.0.1 (no other network): serves queued replies and
+"""A stub OpenAI-compatible chat-completions server on 127.0.0.1 (no other network): serves queued replies (or
+replies derived from each request: `respond`, with the toy task below) and
 records each request. Shared by the OpenAI client tests and the EgoCross judge tests."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+
+from spacewalk.multiple_choice.generation import AnswerLimits
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.parsing import parse_letter
+from spacewalk.multiple_choice.task import Prompt
 
 
 class Stub:
-    """Serves the queued (status, reply text, delay) in order, then 200 with `default`; records each request."""
+    """Serves the queued (status, reply text, delay) in order, then `respond(body)`'s (status, reply text, delay)
+    when set, else 200 with `default`; records each request and the most requests it held at once
+    (`max_in_flight`)."""
 
     def __init__(self):
         self.queue, self.requests, self.default = [], [], "Answer: B"
+        self.respond = None
+        self.in_flight = self.max_in_flight = 0
+        lock = threading.Lock()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,
-                                      "time": time.monotonic()})
-                status, text, delay = stub.queue.pop(0) if stub.queue else (200, stub.default, 0)
+                with lock:
+                    stub.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body,
+                                          "time": time.monotonic()})
+                    stub.in_flight += 1
+                    stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+                    status, text, delay = (stub.queue.pop(0) if stub.queue else stub.respond(body) if stub.respond
+                                           else (200, stub.default, 0))
                 time.sleep(delay)
+                with lock:
+                    stub.in_flight -= 1
                 payload = (json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}],
                                        "usage": {"total_tokens": 7}}) if status == 200
                            else json.dumps({"error": {"message": text}}))
@@ -47,3 +68,57 @@ class Stub:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+# ---- a toy task whose replies the stub derives from the question (tests with requests in flight) ----
+
+
+def question_of(body: dict) -> str:
+    return next(p["text"] for p in body["messages"][-1]["content"] if p["type"] == "text").split("\n")[0]
+
+
+def by_question(body: dict) -> tuple[int, str, float]:
+    """A reply that depends on the question (so a record given to the wrong item would show), after a delay
+    that does too, so replies come back out of order."""
+    digest = hashlib.sha256(question_of(body).encode()).digest()
+    return 200, f"Answer: {'ABC'[digest[0] % 3]}", 0.1 + digest[1] / 255 * 0.15
+
+
+class Task:
+    """A toy task of three-option letter questions, its official file a list in item order."""
+
+    name = "toy"
+    answer_limits = AnswerLimits(local=16, api=16, source="toy letters")
+
+    def __init__(self, items):
+        self._items = items
+
+    def items(self):
+        return self._items
+
+    def prompt(self, item):
+        return Prompt((Prompt.VISUAL, item.question, "(A) x\n(B) y\n(C) z"))
+
+    def parse(self, item, reply):
+        return parse_letter(reply, item.options)
+
+    def metrics(self, items, records):
+        return {"Accuracy": 100 * float(np.mean([r.correct for r in records])), "count": len(records)}
+
+    def write_outputs(self, items, records, out_dir):
+        from spacewalk.io import write_json
+
+        write_json(out_dir / "answers.json", [r.choice for r in records])  # a list: its order is the items'
+
+
+def toy_items(folder: Path, n: int) -> list[MultipleChoiceItem]:
+    """`n` items "question <i>?" (answer i % 3), each a clip of three solid frames (red, blue, green) as files."""
+    from PIL import Image
+
+    paths = []
+    for i, colour in enumerate([(255, 0, 0), (0, 0, 255), (0, 255, 0)]):
+        paths.append(folder / f"frame{i}.png")
+        Image.new("RGB", (32, 24), colour).save(paths[-1])
+    return [MultipleChoiceItem(id=f"q{i:02d}", question=f"question {i}?", options=("x", "y", "z"), answer=i % 3,
+                               visual=Visual(frames=tuple(paths), frame_times=(0.0, 1.0, 2.0)))
+            for i in range(n)]

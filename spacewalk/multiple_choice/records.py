@@ -32,6 +32,7 @@ from typing import IO, Any
 from spacewalk.command_errors import user_errors_reported
 from spacewalk.errors import DataError
 from spacewalk.io import atomic_path
+from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.task import Record
 
 log = logging.getLogger(__name__)
@@ -215,6 +216,30 @@ def read_run(run_dir: str | Path) -> list[Record]:
     """A finished run's records with their prompt texts (what each model was asked)."""
     run_dir = Path(run_dir)
     return with_prompt_texts(read_records(run_dir / RECORDS), load_prompt_parts(run_dir), run_dir)
+
+
+ITEM_COLUMNS = ("item_id", "question", "options", "reply", "parsed choice", "answer", "correct", "frames seen")
+
+
+def frames_seen(record: Record) -> int | None:
+    """How many frames the model was shown in all, where the backend's reply says (`meta["visuals"]`, the
+    OpenAI-compatible backend's); None where it does not."""
+    visuals = record.meta.get("visuals")
+    return None if visuals is None else sum(int(v["frames"]) for v in visuals)
+
+
+def item_rows(items: Sequence[MultipleChoiceItem], records: Sequence[Record]) -> list[list[Any]]:
+    """One row per item (ITEM_COLUMNS), in the items' order: what a reader scans to see where a model goes
+    wrong (a W&B table of the run). Options as "index: text" lines; the parsed choice and the answer as option
+    indices (None: unparsable / hidden)."""
+    by_id = {r.item_id: r for r in records}
+    rows = []
+    for item in items:
+        record = by_id[item.id]
+        options = "\n".join(f"{i}: {text}" for i, text in enumerate(item.options))
+        rows.append([item.id, item.question, options, record.reply, record.choice, item.answer, record.correct,
+                     frames_seen(record)])
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> None:

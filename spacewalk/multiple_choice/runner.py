@@ -4,12 +4,14 @@ one `Record` per item, appended to the run's JSONL as it happens -> the task's m
 Records: spacewalk/multiple_choice/records.py (each distinct prompt part stored once, `prompts="parts"`, or
 every prompt in full, `prompts="full"`).
 
-Resuming: records are appended (and flushed) a chunk at a time, so a killed run loses at most the chunk in
-flight; a re-run with the same run directory reads every record already there, skips those items and
-ends with the same metrics as a run that was never interrupted. A run directory remembers what it was
-made with (`run.json`: the task, the backend and their settings, the generation limits each model used, and a
-digest of the items it asked); a re-run with other settings (a limit included) or changed items in the same
-directory is refused instead of mixing two runs' replies.
+Resuming: records are appended (and flushed) a chunk at a time, or one at a time as replies arrive from a
+backend with requests in flight (`answer_as_completed`), so a killed run loses at most the chunk or the
+requests in flight; the finished run's records.jsonl is rewritten in the task's item order (`finish`), so its
+files do not depend on the order replies came in. A re-run with the same run directory reads every record
+already there, skips those items and ends with the same metrics as a run that was never interrupted. A run
+directory remembers what it was made with (`run.json`: the task, the backend and their settings, the
+generation limits each model used, and a digest of the items it asked); a re-run with other settings (a limit
+included) or changed items in the same directory is refused instead of mixing two runs' replies.
 
 Generation limits: the task's answer limits are applied to the backend before the first item
 (spacewalk/multiple_choice/generation.py); run.json's "generation" says what the answering model (and the
@@ -29,7 +31,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -54,12 +56,15 @@ from spacewalk.multiple_choice.records import (
     shard_name,
     write_merged,
 )
-from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Record
+from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Record, Reply
 
 log = logging.getLogger(__name__)
 
 METRICS = "metrics.json"
 RUN_FILE = "run.json"
+# model settings that change how fast a backend answers, never what: left out of run.json's identity (and of the
+# run directory's name, conf/task/multiple_choice.yaml), so a run resumes with another value
+SPEED_SETTINGS = frozenset({"concurrency"})
 
 
 def rank_and_world(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
@@ -139,27 +144,37 @@ def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
         yield items[start:start + size]
 
 
-def _answer_chunk(task: MultipleChoiceTask, backend: Backend, chunk: Sequence[MultipleChoiceItem]
-                  ) -> tuple[list[Record], list[list[str]]]:
-    """The chunk's records (prompt texts in full) and each prompt's audit parts."""
-    prompts = [task.prompt(item) for item in chunk]
-    replies = backend.answer(chunk, prompts)
-    if len(replies) != len(chunk):
-        raise RuntimeError(f"backend {backend.name} gave {len(replies)} replies for {len(chunk)} items")
-    records, audit = [], []
-    for item, prompt, reply in zip(chunk, prompts, replies):
-        if reply.choice is not None:
-            choice = reply.choice if 0 <= reply.choice < len(item.options) else None
-        else:
-            choice = task.parse(item, reply.text)
-        correct = None if item.answer is None else choice == item.answer
-        parts = prompt.audit_parts()
-        audit.append(parts)
-        records.append(Record(item_id=item.id, prompt="\n".join(parts), reply=reply.text, choice=choice,
-                              correct=correct,
-                              scores=None if reply.scores is None else tuple(float(s) for s in reply.scores),
-                              meta=dict(reply.meta)))
-    return records, audit
+def _record(task: MultipleChoiceTask, item: MultipleChoiceItem, prompt: Prompt, reply: Reply
+            ) -> tuple[Record, list[str]]:
+    """The item's record (prompt text in full) and its prompt's audit parts."""
+    if reply.choice is not None:
+        choice = reply.choice if 0 <= reply.choice < len(item.options) else None
+    else:
+        choice = task.parse(item, reply.text)
+    correct = None if item.answer is None else choice == item.answer
+    parts = prompt.audit_parts()
+    return Record(item_id=item.id, prompt="\n".join(parts), reply=reply.text, choice=choice, correct=correct,
+                  scores=None if reply.scores is None else tuple(float(s) for s in reply.scores),
+                  meta=dict(reply.meta)), parts
+
+
+def _replies(task: MultipleChoiceTask, backend: Backend, todo: Sequence[MultipleChoiceItem], chunk_size: int
+             ) -> Iterator[list[tuple[MultipleChoiceItem, Prompt, Reply]]]:
+    """The replies to `todo`, a group at a time, each group recorded as soon as it is in: a backend that answers
+    as replies arrive (`answer_as_completed`, the OpenAI-compatible one with several requests in flight) one
+    reply at a time, in the order they come; any other backend a chunk of `chunk_size` items at a time (its
+    batch)."""
+    as_completed = getattr(backend, "answer_as_completed", None)
+    if as_completed is not None:
+        for item, prompt, reply in as_completed((item, task.prompt(item)) for item in todo):
+            yield [(item, prompt, reply)]
+        return
+    for chunk in _chunks(todo, chunk_size):
+        prompts = [task.prompt(item) for item in chunk]
+        replies = backend.answer(chunk, prompts)
+        if len(replies) != len(chunk):
+            raise RuntimeError(f"backend {backend.name} gave {len(replies)} replies for {len(chunk)} items")
+        yield list(zip(chunk, prompts, replies))
 
 
 def _progress_postfix(correct: int, answered: int, unparsable: int) -> dict[str, str]:
@@ -215,8 +230,8 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
     bar.set_postfix(_progress_postfix(correct, known, unparsable))
     parts_out = open(part_writer.path, "a", encoding="utf-8") if part_writer is not None else None
     with open(shard, "a", encoding="utf-8") as out:
-        for chunk in _chunks(todo, chunk_size):
-            records, audit = _answer_chunk(task, backend, chunk)
+        for group in _replies(task, backend, todo, chunk_size):
+            records, audit = map(list, zip(*(_record(task, *answered_item) for answered_item in group)))
             if part_writer is not None:  # the parts reach the disk before the records that name them
                 records = [replace(r, prompt="", prompt_parts=part_writer.ids(parts, parts_out))
                            for r, parts in zip(records, audit)]

@@ -141,7 +141,10 @@ class MultipleChoiceTask(Protocol):
 @runtime_checkable
 class Backend(Protocol):
     """A model: items and their prompts in, one `Reply` per item out, in order. Backends batch as they like;
-    the runner hands them a few items at a time so that a killed run loses at most those."""
+    the runner hands them a few items at a time so that a killed run loses at most those. A backend may also
+    have `answer_as_completed(pairs)`: (item, prompt) pairs in, (item, prompt, reply) out as each reply arrives
+    (the OpenAI-compatible one, several requests in flight); the runner then uses it and records each reply as
+    it comes (read with getattr, left out of the protocol so that a toy backend still is one)."""
 
     name: str
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,10 @@ class MultipleChoice(Recipe):
         if not hasattr(backend, "answer"):
             raise ConfigError(f"model {cfg.model.get('_target_')} is not a multiple-choice backend (no answer())")
         # what the records depend on: a re-run in this directory with anything else here is refused
-        identity = {"data": OmegaConf.to_container(cfg.data, resolve=True),
-                    "model": OmegaConf.to_container(cfg.model, resolve=True)}
+        # (less the settings that change how fast, never what: a resume may change them)
+        model = {k: v for k, v in OmegaConf.to_container(cfg.model, resolve=True).items()
+                 if k not in runner.SPEED_SETTINGS}
+        identity = {"data": OmegaConf.to_container(cfg.data, resolve=True), "model": model}
         log.info("run directory: %s (re-run the same command to resume)", output_dir)
         metrics = runner.run(task, backend, output_dir, chunk_size=int(settings.get("chunk_size", 8)),
                              identity=identity, rank=rank, world_size=world_size,
@@ -62,7 +65,51 @@ class MultipleChoice(Recipe):
                     log.info("%s %.2f, %.0f%% interval %.2f-%.2f (bootstrap over %s)", name, interval["estimate"],
                              100 * interval["level"], interval["low"], interval["high"], interval["unit"])
             log.info("wrote %s, %s and the official files to %s", runner.RECORDS, runner.METRICS, output_dir)
+            wandb_settings = settings.get("wandb") or {}
+            if wandb_settings.get("enabled", False):
+                log_to_wandb(wandb_settings, task, backend.name, output_dir, metrics, identity)
         return metrics
+
+
+def flat_numbers(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """metrics.json's numbers under "/"-joined keys ("per_type/<type>", "intervals/Accuracy/low"); texts and
+    nulls left out."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out |= flat_numbers(value, f"{name}/")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = value
+    return out
+
+
+def log_to_wandb(settings: Mapping[str, Any], task, backend_name: str, output_dir: Path, metrics: Mapping[str, Any],
+                 config: Mapping[str, Any]) -> None:
+    """The finished run's metrics (as numbers: summary and one logged step) and a table of its items (question,
+    options, reply, parsed choice, answer, correct, frames seen: records.item_rows) to W&B, in the run directory's
+    wandb/; offline unless `settings.offline` is false (`wandb sync` uploads an offline run later). Grouped by
+    benchmark (`group`) and model (`job_type`), named by the backend (which served model, which checkpoint)."""
+    import wandb
+
+    from spacewalk.multiple_choice.records import ITEM_COLUMNS, item_rows, read_run
+
+    items = list(task.items())
+    numbers = flat_numbers(metrics)
+    table = wandb.Table(columns=list(ITEM_COLUMNS), data=item_rows(items, read_run(output_dir)))
+    run = wandb.init(project=settings.get("project", "spacewalk"), dir=str(output_dir),
+                     mode="offline" if settings.get("offline", True) else "online",
+                     group=settings.get("group"), job_type=settings.get("job_type"), name=backend_name,
+                     tags=[t for t in (settings.get("group"), settings.get("job_type"), task.name) if t],
+                     config={"task": task.name, "backend": backend_name, **config},
+                     settings=wandb.Settings(console="off"))
+    try:
+        run.log({**numbers, "items": table})
+        run.summary.update(numbers)
+    finally:
+        run.finish()
+    log.info("logged the metrics and the items' table to W&B (%s)", "offline: " + str(output_dir / "wandb")
+             if settings.get("offline", True) else "online")
 
 
 RECIPE = MultipleChoice()

@@ -61,7 +61,8 @@ def test_the_openai_judge_scores_what_the_substring_rule_leaves_open(data, stub,
     stub.queue = [(200, {1: MARK_4, 2: NO_MARK, 3: MARK_2}[kinds[q.id]], 0) for q in asked]
     judgements = tmp_path / "judgements.json"
     assert score_main(command(root, replies, "--judge", "openai", "--judge-model", "stub-judge",
-                              "--judge-requests-per-minute", "0", "--judgements", str(judgements))) == 0
+                              "--judge-requests-per-minute", "0", "--judge-concurrency", "1",  # the queue's order
+                              "--judgements", str(judgements))) == 0
     metrics = json.loads(capsys.readouterr().out)
 
     # one request per reply the substring rule leaves open, each the authors' judge prompt, text only

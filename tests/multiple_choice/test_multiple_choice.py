@@ -322,8 +322,8 @@ def test_a_records_file_cut_inside_a_utf8_character_drops_the_torn_line(tmp_path
 
 def answer_items(task, backend, items, chunk_size: int) -> list:
     """The records of `items`, `chunk_size` at a time, from the runner's answering step alone (no run directory)."""
-    return [record for start in range(0, len(items), chunk_size)
-            for record in runner._answer_chunk(task, backend, items[start:start + chunk_size])[0]]
+    return [runner._record(task, *answered)[0] for group in runner._replies(task, backend, items, chunk_size)
+            for answered in group]
 
 
 def test_random_backend_is_near_chance_and_reproducible():

@@ -33,9 +33,11 @@ def stub(monkeypatch):
 
 
 def client(**settings) -> OpenAIChatBackend:
+    """One request at a time unless `concurrency` is given: the stub's queued replies then go to the items in
+    order (tests/multiple_choice/test_openai_concurrency.py has the requests in flight)."""
     return OpenAIChatBackend(**({"model": "stub-model", "base_url_env": "TEST_BASE_URL", "api_key_env": "TEST_API_KEY",
-                                 "num_frames": 2, "backoff_seconds": 0.01, "requests_per_minute": None}
-                                | settings))
+                                 "num_frames": 2, "backoff_seconds": 0.01, "requests_per_minute": None,
+                                 "concurrency": 1} | settings))
 
 
 class Task:
@@ -95,7 +97,9 @@ def test_requests_retries_and_answers_through_the_runner(stub, items, tmp_path):
     assert user["content"][2] == {"type": "text", "text": "question 0?\n(A) x\n(B) y\n(C) z"}
     records = runner.read_records(tmp_path / runner.RECORDS)
     assert [r.reply for r in records] == ["Answer: B", "Answer: B"]
-    assert records[0].meta == {"usage": {"total_tokens": 7}}
+    # what the model was shown: the clip's 2 frames at their size as sent
+    assert records[0].meta == {"usage": {"total_tokens": 7},
+                               "visuals": [{"kind": "clip as images", "frames": 2, "size": [32, 24]}]}
 
 
 def test_gives_up_after_max_retries_and_does_not_retry_client_errors(stub, items):

@@ -1,17 +1,27 @@
 """An OpenAI-compatible chat-completions client (`POST {base_url}/chat/completions`): the paper's GPT-4o and
-GPT-5, and vLLM, Ollama or any server that speaks the same API.
+GPT-5, and vLLM, SGLang, `transformers serve`, Ollama or any server that speaks the same API (docs/serving.md).
 
 The base URL and the key come from environment variables (names configurable: OPENAI_BASE_URL and
 OPENAI_API_KEY by default; a local server may need no key). Each item is one request: the prompt's parts in
-order as content parts, the item's frames (FrameRule: the model's count uniformly, or an fps rule) as base64
-JPEG `image_url` parts where the prompt's visual marker is, each context visual's frames (a slice by the
-same rule, a still as one image) where the prompt puts it, temperature 0. `max_tokens` None: the task's
-answer limit (spacewalk/multiple_choice/generation.py), which may be None too: the field is then not sent and
-the server's own limit applies (EgoCross: the authors let their API models answer without one).
-Requests are spaced to at most `requests_per_minute`; a 429, a 5xx, a timeout or a dropped connection is
-retried after an exponential backoff (`backoff_seconds * 2**attempt`, or the server's Retry-After when it
-says), up to `max_retries` times, then the error is raised (the run stops; re-running resumes). Any other
-HTTP error is raised at once with the server's message. Standard library only (urllib).
+order as content parts, the item's frames (FrameRule: the model's count uniformly, or an fps rule) where the
+prompt's visual marker is, each context visual's frames (a slice by the same rule, a still as one image) where
+the prompt puts it, temperature 0. How a clip goes (`clip_as`): `images`, one base64 JPEG `image_url` part per
+frame (what every server takes, OpenAI's API included); or `video`, one `video_url` part per clip holding a
+data URL of the same frames (`video_format`: `mp4`, an H.264 file of the frames at their sampling rate, which
+vLLM and SGLang decode; `jpeg`, vLLM's own `data:video/jpeg;base64,<frame>,<frame>,...`, the frames
+themselves). A still is an image either way. `max_tokens` None: the task's answer limit
+(spacewalk/multiple_choice/generation.py), which may be None too: the field is then not sent and the server's
+own limit applies (EgoCross: the authors let their API models answer without one).
+
+`concurrency` requests are in flight at once (threads; the runner takes the replies as they arrive,
+`answer_as_completed`, and writes each item's record then; the finished run's files are in the task's item
+order, so they equal a serial run's). Requests are spaced to at most `requests_per_minute` over all of them;
+a 429, a 5xx, a timeout or a dropped connection is retried after an exponential backoff
+(`backoff_seconds * 2**attempt`, or the server's Retry-After when it says), up to `max_retries` times, then
+the error is raised (the run stops after recording the replies already in; re-running resumes, and the
+other requests in flight stop retrying). Any other HTTP error is raised at once with the server's message.
+Each reply's meta says what the model was shown (`visuals`: per visual, in prompt order, its kind, frame
+count and frame size as sent). Standard library only (urllib, threads).
 """
 
 from __future__ import annotations
@@ -21,14 +31,18 @@ import io
 import json
 import logging
 import os
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import TokenLimited
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
@@ -37,26 +51,71 @@ from spacewalk.multiple_choice.task import Prompt, Reply
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+CLIP_AS = ("images", "video")
+VIDEO_FORMATS = ("mp4", "jpeg")
 
 
-def jpeg_data_url(frame: np.ndarray, max_side: int | None = 768, quality: int = 90) -> str:
+class Aborted(RuntimeError):
+    """Another request of the same call failed for good: this one stops retrying."""
+
+
+def _resized(frame: np.ndarray, max_side: int | None):
     from PIL import Image
 
     image = Image.fromarray(frame)
     if max_side is not None and max(image.size) > max_side:
         image.thumbnail((max_side, max_side))
+    return image
+
+
+def _jpeg(image, quality: int = 90) -> str:
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG", quality=quality)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def chat_messages(parts: Sequence[str | Sequence[str]], system: str | None = None,
+def jpeg_data_url(frame: np.ndarray, max_side: int | None = 768, quality: int = 90) -> str:
+    return "data:image/jpeg;base64," + _jpeg(_resized(frame, max_side), quality)
+
+
+def video_data_url(frames: np.ndarray, times: np.ndarray, max_side: int | None = 768, video_format: str = "mp4",
+                   quality: int = 90) -> str:
+    """One clip's frames as a `video_url` data URL: vLLM's frame list (`jpeg`) or an H.264 mp4 (`mp4`) whose rate
+    is the frames' sampling rate (from their times; 1 frame/s when they have none), so that a model reading
+    time from the container's fps (Qwen2.5-VL's absolute time) gets the clip's."""
+    images = [_resized(f, max_side) for f in frames]
+    if video_format == "jpeg":
+        return "data:video/jpeg;base64," + ",".join(_jpeg(image, quality) for image in images)
+    import av
+
+    span = float(times[-1] - times[0]) if len(times) > 1 and np.isfinite(times).all() else 0.0
+    rate = Fraction((len(times) - 1) / span).limit_denominator(1000) if span > 0 else Fraction(1)
+    width, height = (max(2, side - side % 2) for side in images[0].size)  # yuv420p needs even sides
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=rate)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"crf": "18"}  # near-lossless: the server should see what the JPEG path shows
+        for k, image in enumerate(images):
+            frame = av.VideoFrame.from_ndarray(np.asarray(image.convert("RGB").resize((width, height))),
+                                               format="rgb24")
+            frame.pts = k
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
+    return "data:video/mp4;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def chat_messages(parts: Sequence[str | Sequence[str] | dict], system: str | None = None,
                   image_detail: str | None = None) -> list[dict]:
-    """Chat messages from resolved parts in order: a text, or a visual's image URLs (a list, possibly empty)."""
+    """Chat messages from resolved parts in order: a text, a visual's image URLs (a list, possibly empty), or a
+    content part as it is (a clip's `video_url`)."""
     content: list[dict[str, Any]] = []
     for part in parts:
         if isinstance(part, str):
             content.append({"type": "text", "text": part})
+            continue
+        if isinstance(part, dict):
+            content.append(part)
             continue
         for url in part:
             image = {"url": url} | ({"detail": image_detail} if image_detail else {})
@@ -72,9 +131,10 @@ class OpenAIChatBackend(TokenLimited):
                  default_base_url: str = "https://api.openai.com/v1", num_frames: int | None = 8,
                  fps: float | None = None, max_frames: int | None = None, text_only: bool = False,
                  image_max_side: int | None = 768, image_detail: str | None = None, max_tokens: int | None = None,
-                 temperature: float = 0.0, requests_per_minute: float = 60.0, max_retries: int = 6,
+                 temperature: float = 0.0, requests_per_minute: float | None = 60.0, max_retries: int = 6,
                  backoff_seconds: float = 2.0, max_backoff_seconds: float = 120.0, timeout_seconds: float = 120.0,
-                 extra_body: dict | None = None, video_backend: str = "decord"):
+                 extra_body: dict | None = None, video_backend: str = "decord", concurrency: int = 8,
+                 clip_as: str = "images", video_format: str = "mp4"):
         self.model = model
         self.name = f"openai:{model}"
         self.base_url = os.environ.get(base_url_env, default_base_url).rstrip("/")
@@ -89,23 +149,40 @@ class OpenAIChatBackend(TokenLimited):
         self.backoff, self.max_backoff = float(backoff_seconds), float(max_backoff_seconds)
         self.timeout = float(timeout_seconds)
         self.extra_body = dict(extra_body or {})
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency={concurrency!r}: the number of requests in flight, a whole number of "
+                              "at least 1")
+        if clip_as not in CLIP_AS:
+            raise ConfigError(f"clip_as={clip_as!r}: one of {CLIP_AS}")
+        if video_format not in VIDEO_FORMATS:
+            raise ConfigError(f"video_format={video_format!r}: one of {VIDEO_FORMATS}")
+        self.concurrency, self.clip_as, self.video_format = concurrency, clip_as, video_format
+        # one schedule for every thread (and every copy `limited` makes: the lock is shared, so the copies'
+        # requests are spaced together only while they run one after the other, as the runner runs them)
+        self._rate_lock = threading.Lock()
         self._last_request = -float("inf")
 
     # ---- HTTP ----
 
     def _wait_for_rate_limit(self) -> None:
-        wait = self._last_request + self.min_interval - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        self._last_request = time.monotonic()
+        """Block until this request's turn: each request takes the next free slot `min_interval` after the one
+        before, whichever thread asks."""
+        with self._rate_lock:
+            slot = max(time.monotonic(), self._last_request + self.min_interval)
+            self._last_request = slot
+        wait_for = slot - time.monotonic()
+        if wait_for > 0:
+            time.sleep(wait_for)
 
-    def _post(self, body: dict) -> dict:
+    def _post(self, body: dict, abort: threading.Event | None = None) -> dict:
         url = f"{self.base_url}/chat/completions"
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         data = json.dumps(body).encode()
         for attempt in range(self.max_retries + 1):
+            if abort is not None and abort.is_set():
+                raise Aborted(f"{url}: another request failed; this one stops")
             self._wait_for_rate_limit()
             retry_after = None
             try:
@@ -130,47 +207,121 @@ class OpenAIChatBackend(TokenLimited):
                 except ValueError:
                     pass
             log.warning("%s (attempt %d of %d); retrying in %.1f s", problem, attempt + 1, self.max_retries + 1, delay)
-            time.sleep(delay)
+            if abort is not None:
+                abort.wait(delay)  # wakes early when another request fails for good
+            else:
+                time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _complete(self, messages: list[dict]) -> tuple[str, dict]:
+    def _complete(self, messages: list[dict], abort: threading.Event | None = None) -> tuple[str, dict]:
         body = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if self.max_tokens is not None:  # None: no limit sent, the server's own applies
             body["max_tokens"] = self.max_tokens
         body |= self.extra_body
-        response = self._post(body)
+        response = self._post(body, abort)
         try:
             text = response["choices"][0]["message"]["content"] or ""
         except (KeyError, IndexError, TypeError) as e:
             raise RuntimeError(f"{self.base_url}: unexpected response {str(response)[:300]}") from e
         return text, {"usage": response.get("usage")} if response.get("usage") else {}
 
+    # ---- requests in flight ----
+
+    def _as_completed(self, jobs: Iterable[tuple[Hashable, Callable[[threading.Event], Any]]]
+                      ) -> Iterator[tuple[Hashable, Any]]:
+        """(key, result) of each job as it finishes, at most `concurrency` running at once; jobs are taken from
+        the iterable only as threads free up (so frames are decoded and encoded for those in flight alone). A
+        job that fails stops the rest (they stop retrying) after the results already in are given out."""
+        jobs = iter(jobs)
+        abort = threading.Event()
+        pending: dict[Future, Hashable] = {}
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="openai-chat") as pool:
+
+            def submit() -> None:
+                for key, job in jobs:
+                    pending[pool.submit(job, abort)] = key
+                    return
+
+            try:
+                for _ in range(self.concurrency):
+                    submit()
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    failed = None
+                    for future in sorted(done, key=lambda f: f.exception() is not None):
+                        key = pending.pop(future)
+                        if future.exception() is not None:
+                            failed = failed or future.exception()
+                            continue
+                        yield key, future.result()
+                    if failed is not None:
+                        raise failed
+                    for _ in done:
+                        submit()
+            finally:
+                abort.set()
+                for future in pending:
+                    future.cancel()
+
+    def _in_order(self, calls: Sequence[Callable[[threading.Event], Any]]) -> list[Any]:
+        results = dict(self._as_completed(enumerate(calls)))
+        return [results[i] for i in range(len(calls))]
+
     # ---- the Backend protocol ----
 
-    def _messages(self, prompt: Prompt, item: MultipleChoiceItem | None) -> list[dict]:
-        """Texts in order; every visual (the item's clip, context slices and stills) as its frames' JPEG URLs,
-        or left out when the backend is text only."""
-        parts: list[str | list[str]] = []
+    def _visual(self, visual: Visual) -> tuple[list[str] | dict, dict[str, Any]]:
+        """A visual as content (its frames' image URLs, or one video part) and what was sent of it."""
+        frames, times = sample_frames(visual, self.rule)
+        kind = "image" if visual.is_still else "clip"
+        if kind == "clip" and self.clip_as == "video":
+            url = video_data_url(frames, times, self.image_max_side, self.video_format)
+            content: list[str] | dict = {"type": "video_url", "video_url": {"url": url}}
+        else:
+            content = [jpeg_data_url(f, self.image_max_side) for f in frames]
+        size = list(_resized(frames[0], self.image_max_side).size)  # (width, height) as sent
+        return content, {"kind": kind if kind == "image" else f"clip as {self.clip_as}", "frames": len(frames),
+                         "size": size}
+
+    def _messages(self, prompt: Prompt, item: MultipleChoiceItem | None) -> tuple[list[dict], list[dict]]:
+        """Texts in order; every visual (the item's clip, context slices and stills) as images or a video part,
+        or left out when the backend is text only; with what was sent of each visual."""
+        parts: list[str | list[str] | dict] = []
+        sent = []
         for part in prompt.visual_parts(item, with_visuals=self.rule is not None):
             if isinstance(part, Visual):
-                parts.append([jpeg_data_url(f, self.image_max_side) for f in sample_frames(part, self.rule)[0]])
+                content, seen = self._visual(part)
+                parts.append(content)
+                sent.append(seen)
             else:
                 parts.append(part)
-        return chat_messages(parts, prompt.system, self.image_detail)
+        return chat_messages(parts, prompt.system, self.image_detail), sent
+
+    def _reply(self, item: MultipleChoiceItem | None, prompt: Prompt, abort: threading.Event | None = None) -> Reply:
+        messages, sent = self._messages(prompt, item)
+        text, meta = self._complete(messages, abort)
+        return Reply(text=text, meta=meta | ({"visuals": sent} if sent else {}))
+
+    def answer_as_completed(self, pairs: Iterable[tuple[MultipleChoiceItem, Prompt]]
+                            ) -> Iterator[tuple[MultipleChoiceItem, Prompt, Reply]]:
+        """(item, prompt, reply) as each reply arrives, `concurrency` requests in flight: the runner's way in
+        (it records each item then)."""
+        jobs = (((item, prompt), lambda abort, item=item, prompt=prompt: self._reply(item, prompt, abort))
+                for item, prompt in pairs)
+        for (item, prompt), reply in self._as_completed(jobs):
+            yield item, prompt, reply
 
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
-        replies = []
-        for item, prompt in zip(items, prompts):
-            text, meta = self._complete(self._messages(prompt, item))
-            replies.append(Reply(text=text, meta=meta))
-        return replies
+        return self._in_order([lambda abort, i=i, p=p: self._reply(i, p, abort) for i, p in zip(items, prompts)])
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
         """Free text; the prompts' context visuals are shown (no item: no clip)."""
-        return [self._complete(self._messages(p, None))[0] for p in prompts]
+        return [reply.text for reply in
+                self._in_order([lambda abort, p=p: self._reply(None, p, abort) for p in prompts])]
 
     def caption_images(self, images: Sequence[np.ndarray], prompt: str) -> list[str]:
         """One request per image: the image, then `prompt` (the captioner of the caption-enhanced LLM)."""
-        return [self._complete(chat_messages([[jpeg_data_url(image, self.image_max_side)], prompt],
-                                             image_detail=self.image_detail))[0]
-                for image in images]
+        return self._in_order([
+            lambda abort, image=image: self._complete(chat_messages([[jpeg_data_url(image, self.image_max_side)],
+                                                                     prompt], image_detail=self.image_detail),
+                                                      abort)[0]
+            for image in images])
