@@ -2,7 +2,8 @@
 (spacewalk/frame_prefetch.py), in frames per second at the bank's 1 fps, one run each.
 
     python benchmarks/bank_build_speed.py [--seconds 240] [--backend decord] [--decoders 1 [4 ...]] [--prefetch 2]
-        [--device cpu|cuda] [--autocast none|bf16|fp16] [--video PATH] [--serial]
+        [--device cpu|cuda] [--autocast none|bf16|fp16] [--video PATH] [--serial] [--frames-per-batch N]
+        [--alone-frames N]
 
 The video: a 1280x720 29.97 fps H.264 file written for the run (benchmarks/decode_speed.py
 write_720p: x264 veryfast, a keyframe every 250 frames at most), `--seconds` long; `--video` reads one of
@@ -92,6 +93,8 @@ def main() -> None:
                         help="frames per encoder forward (default: 64 on cpu, 256 on cuda)")
     parser.add_argument("--frames-per-batch", type=int, default=None,
                         help="frames a batch (default: the bank's 384, less on a video shorter than 20 batches)")
+    parser.add_argument("--alone-frames", type=int, default=None,
+                        help="decode and encode alone on the first batches holding this many frames (default: all)")
     parser.add_argument("--serial", action="store_true", help="also time the serial builder (prefetch 0)")
     args = parser.parse_args()
 
@@ -132,29 +135,36 @@ def main() -> None:
               f"torch threads {torch.get_num_threads()}; cores {cores}; "
               f"load average {os.getloadavg()[0]:.1f}")
 
+        alone = requests  # the first batches: enough for a rate, where a long video makes the builders' runs long
+        if args.alone_frames:
+            ends = np.cumsum([len(r) for r in requests])
+            alone = requests[:int(np.searchsorted(ends, args.alone_frames)) + 1]
+        n_alone = sum(len(r) for r in alone)
+        if n_alone < n:
+            print(f"decode and encode alone: the first {n_alone} frames")
         # decode alone, one core
         pin(encoder_core)
         start = time.perf_counter()
         with open_video(path, args.backend, SIZE) as reader:
-            frames = np.concatenate([reader.frames_at(r) for r in requests])
-        decode_fps = n / (time.perf_counter() - start)
+            frames = np.concatenate([reader.frames_at(r) for r in alone])
+        decode_fps = n_alone / (time.perf_counter() - start)
         print(f"decode alone ({args.backend}, 1 core)            {decode_fps:8.1f} frames/s")
         if len(cores) > 1:  # today's builder runs unpinned: whatever threads the library starts count
             pin(set(cores))
             start = time.perf_counter()
             with open_video(path, args.backend, SIZE) as reader:
-                for r in requests:
+                for r in alone:
                     reader.frames_at(r)
             print(f"decode alone ({args.backend}, its own threads on {len(cores)} cores) "
-                  f"{n / (time.perf_counter() - start):8.1f} frames/s")
+                  f"{n_alone / (time.perf_counter() - start):8.1f} frames/s")
             pin(encoder_core)
 
         # encode alone, one torch thread
         encode(encoder, frames[:8], amp)  # warm-up: first-call allocations, cuDNN/cuBLAS setup
         start = time.perf_counter()
-        for r in range(0, n, int(per_batch)):
+        for r in range(0, n_alone, int(per_batch)):
             encode(encoder, frames[r:r + int(per_batch)], amp)
-        encode_fps = n / (time.perf_counter() - start)
+        encode_fps = n_alone / (time.perf_counter() - start)
         print(f"encode alone (1 torch thread, {device.type})           {encode_fps:8.1f} frames/s")
         del frames
 
