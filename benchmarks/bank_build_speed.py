@@ -84,6 +84,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=240.0, help="length of the written video")
     parser.add_argument("--video", type=Path, help="read this video (written there first if missing)")
     parser.add_argument("--backend", default="decord", choices=("decord", "pyav"))
+    parser.add_argument("--decode-device", default="cpu",
+                        help="cuda: decord decodes on the GPU (decord built with CUDA only)")
     parser.add_argument("--decoders", type=int, nargs="+", default=[1], help="builder runs, one per count")
     parser.add_argument("--prefetch", type=int, default=2, help="batches each decoder decodes ahead")
     parser.add_argument("--device", default="cpu", help="the encoder's device: cpu or cuda")
@@ -117,7 +119,7 @@ def main() -> None:
             start = time.perf_counter()
             write_720p(path, args.seconds)
             print(f"wrote {path} in {time.perf_counter() - start:.0f} s")
-        with open_video(path, args.backend, SIZE) as reader:
+        with open_video(path, args.backend, SIZE, device=args.decode_device) as reader:
             duration = reader.duration
         # The first batch's decode and the last one's encode cannot overlap: a short video gets smaller batches
         # (at least 20) so that, as on an 8-hour recording (75 batches of 384), the ends weigh little.
@@ -145,14 +147,14 @@ def main() -> None:
         # decode alone, one core
         pin(encoder_core)
         start = time.perf_counter()
-        with open_video(path, args.backend, SIZE) as reader:
+        with open_video(path, args.backend, SIZE, device=args.decode_device) as reader:
             frames = np.concatenate([reader.frames_at(r) for r in alone])
         decode_fps = n_alone / (time.perf_counter() - start)
         print(f"decode alone ({args.backend}, 1 core)            {decode_fps:8.1f} frames/s")
         if len(cores) > 1:  # today's builder runs unpinned: whatever threads the library starts count
             pin(set(cores))
             start = time.perf_counter()
-            with open_video(path, args.backend, SIZE) as reader:
+            with open_video(path, args.backend, SIZE, device=args.decode_device) as reader:
                 for r in alone:
                     reader.frames_at(r)
             print(f"decode alone ({args.backend}, its own threads on {len(cores)} cores) "
@@ -168,13 +170,16 @@ def main() -> None:
         print(f"encode alone (1 torch thread, {device.type})           {encode_fps:8.1f} frames/s")
         del frames
 
+        def open_reader():
+            return open_video(path, args.backend, SIZE, device=args.decode_device)
+
         def builder(prefetch: int, decoders: int) -> float:
             # the decoders start on their cores (the serial builder, as today, runs unpinned on all of them) ...
             pin(set(cores[1:1 + decoders]) if prefetch else set(cores))
             start = time.perf_counter()
-            with open_video(path, args.backend, SIZE) as reader, \
-                    DecodeAhead(requests, lambda: open_video(path, args.backend, SIZE), path=path,
-                                decoders=decoders, ahead=prefetch, reader=reader) as decoded:
+            with open_reader() as reader, \
+                    DecodeAhead(requests, open_reader, path=path, decoders=decoders, ahead=prefetch,
+                                reader=reader) as decoded:
                 if prefetch:
                     pin(encoder_core)  # ... and the encoder stays on its own
                 for frames in decoded:

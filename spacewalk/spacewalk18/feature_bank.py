@@ -28,7 +28,7 @@ from spacewalk.grid import cell_of, cell_span, num_cells
 from spacewalk.io import atomic_dir, load_json, write_json
 from spacewalk.spacewalk18.dataset import FPS, IRRELEVANT_DESCRIPTION, Recording, Spacewalk18, load_transcript
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
-from spacewalk.video import BACKENDS, dense_timestamps, open_video, segment_timestamps
+from spacewalk.video import BACKENDS, dense_timestamps, gpu_index, open_video, segment_timestamps
 
 if TYPE_CHECKING:  # the interface lives with the encoders; importing it at run time would pull in torch
     from spacewalk.encoders import TextEncoder, VideoEncoder
@@ -57,6 +57,9 @@ class BankConfig:
     # decoders: threads splitting a recording by time (spacewalk/frame_prefetch.py; docs/feature_bank.md).
     prefetch: int = 2
     decoders: int = 1
+    # "cuda[:i]": decord decodes on that GPU (NVDEC; decord built with CUDA; untested here). In meta.json
+    # only when not "cpu" (GPU decoding may round pixels differently; cpu banks built before it stay fresh).
+    decode_device: str = "cpu"
 
     def __post_init__(self):
         if not self.segment_seconds > 0 or not self.fps > 0:
@@ -66,6 +69,9 @@ class BankConfig:
         if self.video_backend not in BACKENDS:
             raise ConfigError(f"unknown video backend {self.video_backend!r}; choose from {sorted(BACKENDS)}")
         check_settings(self.decoders, self.prefetch)
+        if gpu_index(self.decode_device) is not None and self.video_backend != "decord":
+            raise ConfigError(f"decode_device={self.decode_device!r} needs video_backend='decord' (GPU decoding is "
+                              f"decord's), got {self.video_backend!r}")
 
 
 @dataclass
@@ -278,7 +284,7 @@ class FeatureBank:
         config = {"segment_seconds": self.config.segment_seconds}
         if with_video:
             config |= {k: v for k, v in dataclasses.asdict(self.config).items()
-                       if k not in ("segment_seconds", *BUILD_SETTINGS)}
+                       if k not in ("segment_seconds", *BUILD_SETTINGS) and (k, v) != ("decode_device", "cpu")}
             if self._frame_features():
                 # only where true: banks of clip encoders, built before this existed, stay fresh
                 config["frame_features"] = True
@@ -400,7 +406,7 @@ class FeatureBank:
         size = _resize(height, width, cfg.frame_size)
 
         def open_reader():
-            return open_video(rec.video_path, cfg.video_backend, size, timestamp_fps)
+            return open_video(rec.video_path, cfg.video_backend, size, timestamp_fps, cfg.decode_device)
 
         with open_reader() as reader, \
                 tqdm(total=len(steps) + n, desc=f"{rec.video_id} video", unit="clip", leave=False,

@@ -525,3 +525,8 @@ def test_decoding_ahead_builds_the_serial_builders_bank(synthetic_root, tmp_path
 def test_a_bad_decoder_setting_is_a_config_error():
     with pytest.raises(ConfigError, match="decoders=4 decode ahead of the encoder, which prefetch=0 turns off"):
         BankConfig(decoders=4, prefetch=0)
+    with pytest.raises(ConfigError, match="decode_device='cuda' needs video_backend='decord'"):
+        BankConfig(decode_device="cuda", video_backend="pyav")
+    with pytest.raises(ConfigError, match="decode_device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"):
+        BankConfig(decode_device="gpu0")
+    BankConfig(decode_device="cuda:1")  # decord's GPU decoding, where decord was built with CUDA
