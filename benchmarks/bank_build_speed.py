@@ -46,7 +46,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.decode_speed import write_720p  # noqa: E402
+from benchmarks.decode_speed import frame_size, write_720p  # noqa: E402
 from spacewalk.encoders.openclip import open_clip_video_encoder  # noqa: E402
 from spacewalk.frame_prefetch import DecodeAhead  # noqa: E402
 from spacewalk.spacewalk18.feature_bank import _batches  # noqa: E402
@@ -130,8 +130,8 @@ def main() -> None:
         encoder = open_clip_video_encoder("ViT-B-32", random_init=True, init_seed=0, device=args.device,
                                           batch_size=batch)
         mbps = path.stat().st_size * 8 / 1e6 / duration
-        print(f"{path.name}: {duration:.0f} s of 1280x720 at 29.97 fps, {mbps:.1f} Mbit/s -> {n} frames at 1 fps, "
-              f"{SIZE[1]}x{SIZE[0]}; "
+        print(f"{path.name}: {duration:.0f} s of {frame_size(path)} at 29.97 fps, {mbps:.1f} Mbit/s -> {n} frames "
+              f"at 1 fps, {SIZE[1]}x{SIZE[0]}; "
               f"backend {args.backend}; encoder ViT-B-32 (random) on {device}, autocast {args.autocast}, "
               f"{batch} frames a forward, {len(requests)} batches of <= {int(per_batch)} frames; "
               f"torch threads {torch.get_num_threads()}; cores {cores}; "

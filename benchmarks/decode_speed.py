@@ -103,6 +103,13 @@ def _repeat(piece: Path, path: Path, times: int) -> None:
                     out.mux(copy)
 
 
+def frame_size(path: Path) -> str:
+    """"WxH" of a video's stream, from its header."""
+    with av.open(str(path)) as container:
+        context = container.streams.video[0].codec_context
+        return f"{context.width}x{context.height}"
+
+
 def time_per_frame(path: Path, backend: str, timestamps: np.ndarray, one_call: bool) -> float:
     with open_video(path, backend) as reader:
         start = time.perf_counter()

@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.decode_speed import write_720p  # noqa: E402
+from benchmarks.decode_speed import frame_size, write_720p  # noqa: E402
 from spacewalk.video import dense_timestamps, open_video, sparse_timestamps  # noqa: E402
 
 FPS = 30000 / 1001
@@ -104,7 +104,7 @@ def main() -> None:
         with open_video(path, "pyav") as reader:
             duration = reader.duration
         mbps = path.stat().st_size * 8 / 1e6 / duration
-        print(f"{path.name}: {duration:.0f} s of 1280x720 at 29.97 fps, {mbps:.1f} Mbit/s; decoded to "
+        print(f"{path.name}: {duration:.0f} s of {frame_size(path)} at 29.97 fps, {mbps:.1f} Mbit/s; decoded to "
               f"{SIZE[1]}x{SIZE[0]}; 1 core; load average {os.getloadavg()[0]:.1f}; one run\n")
         print(f"{'decoder':11} {'pattern':10} {'open s':>7} {'frames/s':>9}")
         for name in args.decoders:
