@@ -12,6 +12,7 @@ the median over runs of the time per requested frame.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 import time
@@ -47,6 +48,66 @@ def write_synthetic(path: Path, width: int = WIDTH, height: int = HEIGHT, second
             container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
         container.mux(stream.encode())
     return path
+
+
+def write_720p(path: Path, seconds: float, width: int = 1280, height: int = 720, piece_seconds: float = 300.0) -> Path:
+    """decode_speed.write_synthetic's picture (moving gradients, a moving square, a little noise), made
+    cheaply: the gradients are shifted copies of one image and the noise comes from a pool of 16 frames,
+    so the run's time goes to x264 (veryfast, a keyframe every 250 frames at most), not to numpy. A video
+    longer than `piece_seconds` is that piece encoded once and its packets copied end to end (decoding
+    costs the same; writing an hour takes the time of five minutes)."""
+    pieces = math.ceil(seconds / piece_seconds)
+    if pieces > 1:
+        piece = path.with_name(f".piece-{path.name}")
+        _encode_720p(piece, seconds / pieces, width, height)
+        _repeat(piece, path, pieces)
+        piece.unlink()
+        return path
+    return _encode_720p(path, seconds, width, height)
+
+
+def _encode_720p(path: Path, seconds: float, width: int, height: int) -> Path:
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:2 * height, 0:2 * width]
+    base = np.stack([x % 256, y % 256, (x + y) % 256], axis=-1).astype(np.uint8)
+    noise = rng.integers(0, 4, (16, height, width, 3), dtype=np.uint8)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=FPS)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"preset": "veryfast"}
+        for i in range(round(seconds * FPS)):
+            dx, dy = (2 * i) % width, i % height
+            frame = base[dy:dy + height, dx:dx + width] + noise[i % 16]  # uint8 wraps: still a moving pattern
+            sx, sy = (5 * i) % (width - 40), (3 * i) % (height - 40)
+            frame[sy:sy + 40, sx:sx + 40] = 255
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+    return path
+
+
+def _repeat(piece: Path, path: Path, times: int) -> None:
+    """`piece`'s packets `times` times in a row, each copy's timestamps shifted by the piece's length (the
+    piece starts with a keyframe, so every copy decodes on its own)."""
+    with av.open(str(piece)) as source:
+        packets = [p for p in source.demux(source.streams.video[0]) if p.dts is not None]
+        template = source.streams.video[0]
+        ticks = round(1 / (template.time_base * FPS))  # timestamp ticks a frame
+        length = len(packets) * ticks
+        with av.open(str(path), "w") as out:
+            stream = out.add_stream_from_template(template)
+            for k in range(times):
+                for packet in packets:
+                    copy = av.Packet(bytes(packet))
+                    copy.pts, copy.dts = packet.pts + k * length, packet.dts + k * length
+                    copy.is_keyframe, copy.time_base, copy.stream = packet.is_keyframe, packet.time_base, stream
+                    out.mux(copy)
+
+
+def frame_size(path: Path) -> str:
+    """"WxH" of a video's stream, from its header."""
+    with av.open(str(path)) as container:
+        context = container.streams.video[0].codec_context
+        return f"{context.width}x{context.height}"
 
 
 def time_per_frame(path: Path, backend: str, timestamps: np.ndarray, one_call: bool) -> float:

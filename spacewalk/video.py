@@ -107,12 +107,19 @@ class VideoReader:
 class _DecordReader(VideoReader):
     backend = "decord"
 
-    def __init__(self, path: Path, size: tuple[int, int] | None, timestamp_fps: float | None):
+    def __init__(self, path: Path, size: tuple[int, int] | None, timestamp_fps: float | None, device: str = "cpu"):
         decord = _import("decord")
         height, width = size or (-1, -1)
+        gpu = gpu_index(device)
         try:
-            self._reader = decord.VideoReader(str(path), ctx=decord.cpu(0), width=width, height=height)
+            # On a GPU, NVDEC decodes and the frames are copied back to the host (asnumpy): the same interface.
+            # Untested here (the PyPI wheel has no CUDA; no GPU on the development machine).
+            ctx = decord.cpu(0) if gpu is None else decord.gpu(gpu)
+            self._reader = decord.VideoReader(str(path), ctx=ctx, width=width, height=height)
         except Exception as e:  # decord raises RuntimeError, DECORDError, or asserts on zero frames
+            if gpu is not None and "CUDA not enabled" in str(e):
+                raise ConfigError(f"decode_device={device!r}: this decord was built without CUDA (the PyPI wheel "
+                                  "is CPU-only); build decord with -DUSE_CUDA=ON, or decode on the cpu") from e
             if "Invalid frame count" in str(e):
                 raise DataError("video has no frames", file=path) from e
             reason = _diagnose(path)
@@ -137,7 +144,10 @@ class _DecordReader(VideoReader):
 class _PyAVReader(VideoReader):
     backend = "pyav"
 
-    def __init__(self, path: Path, size: tuple[int, int] | None, timestamp_fps: float | None):
+    def __init__(self, path: Path, size: tuple[int, int] | None, timestamp_fps: float | None, device: str = "cpu"):
+        if gpu_index(device) is not None:
+            raise ConfigError(f"decode_device={device!r}: the PyAV reader decodes on the cpu only; GPU decoding is "
+                              "decord's (video_backend=decord)")
         av = _import("av")
         try:
             self._container = av.open(str(path))
@@ -204,15 +214,24 @@ BACKENDS = {"decord": _DecordReader, "pyav": _PyAVReader}
 
 
 def open_video(path: str | Path, backend: str = "decord", size: tuple[int, int] | None = None,
-               timestamp_fps: float | None = None) -> VideoReader:
+               timestamp_fps: float | None = None, device: str = "cpu") -> VideoReader:
     """A reader for `path`; `size=(height, width)` resizes at decode; `timestamp_fps` is the clock that
-    timestamps are counted at when it is not the stream's own (Spacewalk-18: 29.97)."""
+    timestamps are counted at when it is not the stream's own (Spacewalk-18: 29.97); `device` "cuda[:i]"
+    decodes on that GPU (decord built with CUDA only; untested here), frames still come back as numpy."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown video backend {backend!r}; choose from {sorted(BACKENDS)}")
     path = Path(path)
     if not path.is_file():
         raise DataError("no such video file", file=path)
-    return BACKENDS[backend](path, size, timestamp_fps)
+    return BACKENDS[backend](path, size, timestamp_fps, device)
+
+
+def gpu_index(device: str) -> int | None:
+    """None for "cpu", i for "cuda" (0) or "cuda:i"; anything else is a ConfigError."""
+    match = re.fullmatch(r"cpu|cuda(?::(\d+))?", str(device))
+    if match is None:
+        raise ConfigError(f"decode_device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return None if device == "cpu" else int(match.group(1) or 0)
 
 
 def _import(name: str):

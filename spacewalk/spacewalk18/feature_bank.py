@@ -15,7 +15,7 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from spacewalk.errors import ConfigError, DataError
+from spacewalk.frame_prefetch import DecodeAhead, check_settings
 from spacewalk.grid import cell_of, cell_span, num_cells
 from spacewalk.io import atomic_dir, load_json, write_json
 from spacewalk.spacewalk18.dataset import FPS, IRRELEVANT_DESCRIPTION, Recording, Spacewalk18, load_transcript
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
-from spacewalk.video import BACKENDS, dense_timestamps, open_video, segment_timestamps
+from spacewalk.video import BACKENDS, dense_timestamps, gpu_index, open_video, segment_timestamps
 
 if TYPE_CHECKING:  # the interface lives with the encoders; importing it at run time would pull in torch
     from spacewalk.encoders import TextEncoder, VideoEncoder
@@ -39,6 +40,8 @@ META_FILE = "meta.json"
 TEXT_PART = "text"  # subfolder of an external folder: the text arrays we build for it
 TEXT_FIELDS = ("cell_text", "sentence_text", "step_narration", "step_caption")
 TIME_FIELDS = ("sentence_start", "sentence_end")
+# BankConfig fields that change how a bank is built, never its arrays: not part of meta.json
+BUILD_SETTINGS = ("prefetch", "decoders")
 # A downloaded video may end a little before the annotation does; its last frame stands in up to this.
 VIDEO_SHORTFALL_SECONDS = 2.0
 
@@ -49,6 +52,14 @@ class BankConfig:
     fps: float = 1.0  # frames per second decoded inside a cell (k * fps frames for a full cell)
     frame_size: int | None = 224  # short side after a decode-time resize (aspect kept); None = native
     video_backend: str = "decord"
+    # How the build runs, not what it makes (so not in meta.json: changing them leaves a bank fresh).
+    # prefetch: batches each decoder decodes ahead of the encoder (0: decode, then encode, in turn);
+    # decoders: threads splitting a recording by time (spacewalk/frame_prefetch.py; docs/feature_bank.md).
+    prefetch: int = 2
+    decoders: int = 1
+    # "cuda[:i]": decord decodes on that GPU (NVDEC; decord built with CUDA; untested here). In meta.json
+    # only when not "cpu" (GPU decoding may round pixels differently; cpu banks built before it stay fresh).
+    decode_device: str = "cpu"
 
     def __post_init__(self):
         if not self.segment_seconds > 0 or not self.fps > 0:
@@ -57,6 +68,10 @@ class BankConfig:
             raise ConfigError(f"frame_size must be a positive int or None, got {self.frame_size}")
         if self.video_backend not in BACKENDS:
             raise ConfigError(f"unknown video backend {self.video_backend!r}; choose from {sorted(BACKENDS)}")
+        check_settings(self.decoders, self.prefetch)
+        if gpu_index(self.decode_device) is not None and self.video_backend != "decord":
+            raise ConfigError(f"decode_device={self.decode_device!r} needs video_backend='decord' (GPU decoding is "
+                              f"decord's), got {self.video_backend!r}")
 
 
 @dataclass
@@ -268,7 +283,8 @@ class FeatureBank:
         the video file count only where video was encoded: a text-only bank does not depend on them."""
         config = {"segment_seconds": self.config.segment_seconds}
         if with_video:
-            config |= {k: v for k, v in dataclasses.asdict(self.config).items() if k != "segment_seconds"}
+            config |= {k: v for k, v in dataclasses.asdict(self.config).items()
+                       if k not in ("segment_seconds", *BUILD_SETTINGS) and (k, v) != ("decode_device", "cpu")}
             if self._frame_features():
                 # only where true: banks of clip encoders, built before this existed, stay fresh
                 config["frame_features"] = True
@@ -387,40 +403,55 @@ class FeatureBank:
         # The release counts frames at exactly 29.97 while its streams run at 30000/1001; a stream at
         # another rate (the synthetic mp4s) is addressed on its own clock.
         timestamp_fps = FPS if abs(stream_fps - FPS) < 1e-3 * FPS else None
-        with open_video(rec.video_path, cfg.video_backend, _resize(height, width, cfg.frame_size),
-                        timestamp_fps) as reader, \
+        size = _resize(height, width, cfg.frame_size)
+
+        def open_reader():
+            return open_video(rec.video_path, cfg.video_backend, size, timestamp_fps, cfg.decode_device)
+
+        with open_reader() as reader, \
                 tqdm(total=len(steps) + n, desc=f"{rec.video_id} video", unit="clip", leave=False,
                      disable=not progress) as bar:
             if rec.duration > reader.duration + VIDEO_SHORTFALL_SECONDS:
                 raise DataError(f"the video is {reader.duration:.2f} s long but the annotation runs to "
                                 f"{rec.duration} s", file=rec.video_path, item=rec.video_id, field="duration")
-            step_video = np.zeros((len(rec.steps), encoder.dim), dtype=np.float16)
-            self._encode_clips(reader, steps, step_video[1:], rec.video_id, bar)
-            np.save(work / "step_video.npy", step_video)
-            # Written in place, chunk by chunk: an 8-hour recording never sits in memory.
-            video = np.lib.format.open_memmap(work / "video.npy", mode="w+", dtype=np.float16, shape=(n, encoder.dim))
-            if self._frame_features():
-                times = [c.timestamps for c in cells]
-                np.save(work / "frame_time.npy", np.concatenate(times).astype(np.float64))
-                frames = np.lib.format.open_memmap(work / "frame_video.npy", mode="w+", dtype=np.float16,
-                                                   shape=(sum(len(t) for t in times), encoder.dim))
-                self._encode_frames(reader, times, video, frames, rec.video_id, bar)
-                frames.flush()
-                del frames
-            else:
-                self._encode_clips(reader, [c.timestamps for c in cells], video, rec.video_id, bar)
-            video.flush()
-            del video
+            times = [c.timestamps for c in cells]
+            # Every batch of frames the build needs, in the order it encodes them: the steps' clips, then
+            # the cells (the last cell's frames clipped to the video's own end).
+            step_groups = list(_batches([len(t) for t in steps], self.frames_per_batch))
+            cell_groups = list(_batches([len(t) for t in times], self.frames_per_batch))
+            requests = [np.minimum(np.concatenate(ts[start:stop]), reader.duration)
+                        for ts, groups in ((steps, step_groups), (times, cell_groups)) for start, stop in groups]
+            with DecodeAhead(requests, open_reader, path=rec.video_path, decoders=cfg.decoders,
+                             ahead=cfg.prefetch, reader=reader) as decoded:
+                batches = iter(decoded)
+                step_video = np.zeros((len(rec.steps), encoder.dim), dtype=np.float16)
+                # zip takes the group first: it stops at the last step batch without taking a cell batch
+                self._encode_clips(zip(step_groups, batches), steps, step_video[1:], rec.video_id, bar)
+                np.save(work / "step_video.npy", step_video)
+                # Written in place, chunk by chunk: an 8-hour recording never sits in memory.
+                video = np.lib.format.open_memmap(work / "video.npy", mode="w+", dtype=np.float16,
+                                                  shape=(n, encoder.dim))
+                if self._frame_features():
+                    np.save(work / "frame_time.npy", np.concatenate(times).astype(np.float64))
+                    frames = np.lib.format.open_memmap(work / "frame_video.npy", mode="w+", dtype=np.float16,
+                                                       shape=(sum(len(t) for t in times), encoder.dim))
+                    self._encode_frames(zip(cell_groups, batches), times, video, frames, rec.video_id, bar)
+                    frames.flush()
+                    del frames
+                else:
+                    self._encode_clips(zip(cell_groups, batches), times, video, rec.video_id, bar)
+                video.flush()
+                del video
 
-    def _encode_frames(self, reader, timestamps: list[np.ndarray], out: np.ndarray, frames_out: np.ndarray,
-                       video_id: str, bar) -> None:
+    def _encode_frames(self, decoded: Iterable[tuple[tuple[int, int], np.ndarray]], timestamps: list[np.ndarray],
+                       out: np.ndarray, frames_out: np.ndarray, video_id: str, bar) -> None:
         """For an encoder that averages frames: each frame encoded alone (a one-frame clip gives its unit
         embedding) into `frames_out`, and each cell the normalised sum of its frames' embeddings, which is
-        what encoding the cell as one clip gives, up to float rounding."""
+        what encoding the cell as one clip gives, up to float rounding. `decoded`: ((start, stop), the
+        frames of cells start..stop-1)."""
         frame = 0
-        for start, stop in _batches([len(t) for t in timestamps], self.frames_per_batch):
+        for (start, stop), frames in decoded:
             group = timestamps[start:stop]
-            frames = reader.frames_at(np.minimum(np.concatenate(group), reader.duration))
             unit = np.asarray(self.video_encoder.encode([f[None] for f in frames]), dtype=np.float32)
             frames_out[frame:frame + len(frames)] = _checked(unit, len(frames), self.video_encoder, video_id)
             sums = np.add.reduceat(unit, np.r_[0, np.cumsum([len(t) for t in group])[:-1]], axis=0)
@@ -428,10 +459,10 @@ class FeatureBank:
             frame += len(frames)
             bar.update(len(group))
 
-    def _encode_clips(self, reader, timestamps: list[np.ndarray], out: np.ndarray, video_id: str, bar) -> None:
-        for start, stop in _batches([len(t) for t in timestamps], self.frames_per_batch):
+    def _encode_clips(self, decoded: Iterable[tuple[tuple[int, int], np.ndarray]], timestamps: list[np.ndarray],
+                      out: np.ndarray, video_id: str, bar) -> None:
+        for (start, stop), frames in decoded:
             group = timestamps[start:stop]
-            frames = reader.frames_at(np.minimum(np.concatenate(group), reader.duration))
             clips = np.split(frames, np.cumsum([len(t) for t in group])[:-1])
             out[start:stop] = _checked(self.video_encoder.encode(clips), len(clips), self.video_encoder, video_id)
             bar.update(len(clips))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spacewalk import video
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.video import (
     GridSegment,
     VideoReader,
@@ -235,6 +235,24 @@ def test_a_truncated_stream_fails_where_it_breaks(videos):
 def test_unknown_backend():
     with pytest.raises(ValueError, match="unknown video backend"):
         open_video("x.mp4", "opencv")
+
+
+def test_decoding_on_a_gpu_is_decords_and_says_what_it_needs(videos):
+    path, frames, _ = videos["10fps"]
+    with pytest.raises(ConfigError, match="the PyAV reader decodes on the cpu only"):
+        open_video(path, "pyav", device="cuda")
+    with pytest.raises(ConfigError, match="decode_device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu'"):
+        open_video(path, "decord", device="gpu")
+    try:
+        reader = open_video(path, "decord", device="cuda:0")
+    except ConfigError as e:  # decord from PyPI: built without CUDA
+        assert "this decord was built without CUDA" in str(e) and "-DUSE_CUDA=ON" in str(e)
+        return
+    # a decord built with CUDA, on a GPU machine: NVDEC's frames, close to the written ones (lossy colour
+    # conversion on the GPU, so not bit for bit)
+    with reader:
+        got = reader.frames_at([0.0, 1.0])
+    assert np.abs(got.astype(int) - frames[[0, 10]]).mean() < 3
 
 
 # ---- sampling ----

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
 import shutil
@@ -8,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.grid import num_cells
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
 from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank
@@ -475,3 +477,56 @@ def test_a_29_97_fps_recording_is_read_on_the_benchmark_clock(tiny_root, tmp_pat
         bank.build(["02022020"], progress=False)
     assert e.value.item == "02022020" and e.value.field == "duration"
     assert folders(tmp_path / "bank") == ["01012020"]
+
+
+# ---- decoding ahead (spacewalk/frame_prefetch.py) gives today's serial bank ---------------------------
+
+
+class DigestVideo(FakeVideo):
+    """FakeVideo that also keeps a digest of every clip's pixels, in the order the clips came."""
+
+    def __init__(self, averages_frames: bool):
+        super().__init__()
+        self.averages_frames, self.digests = averages_frames, []
+
+    def encode(self, clips):
+        self.digests += [hashlib.sha1(np.ascontiguousarray(c).tobytes()).hexdigest() for c in clips]
+        return super().encode(clips)
+
+
+@pytest.mark.parametrize("backend", ["pyav", "decord"])
+@pytest.mark.parametrize("averages_frames", [False, True])
+def test_decoding_ahead_builds_the_serial_builders_bank(synthetic_root, tmp_path, backend, averages_frames):
+    data = Spacewalk18(synthetic_root)
+    video_id = next(iter(data.recordings))
+    banks = {}
+    for prefetch, decoders in ((0, 1), (2, 1), (1, 3)):  # (0, 1): decode, then encode, in turn (the serial builder)
+        config = dataclasses.replace(SMALL, video_backend=backend, prefetch=prefetch, decoders=decoders)
+        encoder = DigestVideo(averages_frames)
+        bank = FeatureBank(tmp_path / f"{prefetch}-{decoders}", data, FakeText(), encoder, config, frames_per_batch=25)
+        assert bank.build([video_id], progress=False) == [video_id]
+        folder = tmp_path / f"{prefetch}-{decoders}" / video_id
+        calls = encoder.calls
+        banks[prefetch, decoders] = (encoder.digests, {f.name: np.load(f) for f in sorted(folder.glob("*.npy"))})
+        # how a bank was built is not what it holds: meta.json does not record it, so either build is fresh
+        assert "prefetch" not in json.loads((folder / "meta.json").read_text())["config"]
+        assert FeatureBank(tmp_path / f"{prefetch}-{decoders}", data, FakeText(), encoder, SMALL if backend == "pyav"
+                           else dataclasses.replace(SMALL, video_backend=backend)).is_fresh(video_id)
+    serial_digests, serial_arrays = banks[0, 1]
+    assert calls >= 6 and "video.npy" in serial_arrays  # several batches for 3 decoders; every pixel compared
+    assert ("frame_video.npy" in serial_arrays) == averages_frames
+    for key, (digests, arrays) in banks.items():
+        assert digests == serial_digests, key
+        assert arrays.keys() == serial_arrays.keys()
+        for name, array in arrays.items():
+            np.testing.assert_array_equal(array, serial_arrays[name], err_msg=f"{key} {name}")
+
+
+def test_a_bad_decoder_setting_is_a_config_error():
+    with pytest.raises(ConfigError, match="decoders=4 decode ahead of the encoder, which prefetch=0 turns off"):
+        BankConfig(decoders=4, prefetch=0)
+    with pytest.raises(ConfigError, match="decode_device='cuda' needs video_backend='decord'"):
+        BankConfig(decode_device="cuda", video_backend="pyav")
+    with pytest.raises(ConfigError, match="decode_device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"):
+        BankConfig(decode_device="gpu0")
+    BankConfig(decode_device="cuda:1")  # decord's GPU decoding, where decord was built with CUDA
