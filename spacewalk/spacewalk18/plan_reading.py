@@ -426,3 +426,75 @@ class PlanReadingBackend:
 
     def describe(self) -> dict[str, Any]:
         return {"steps": self.steps, **asdict(self.settings)}
+
+
+# --------------------------------------------------------------------------------------------------
+# choosing the settings on (generated) val questions
+
+
+def choose_settings(backend: PlanReadingBackend, items: Sequence[MultipleChoiceItem],
+                    candidates: Sequence[ReadingSettings], log=None) -> tuple[ReadingSettings, list[dict]]:
+    """The candidate with the best accuracy on `items` (ties: the earlier candidate), and every candidate's
+    accuracy overall and per type."""
+    table, best, best_accuracy = [], None, -1.0
+    for settings in candidates:
+        correct: dict[str, list[bool]] = {}
+        for item in items:
+            scores, _ = backend.scores(item, settings)
+            choice = int(np.argmax(np.nan_to_num(scores, neginf=-1e9)))
+            correct.setdefault(item.meta["type"], []).append(choice == item.answer)
+        every = [c for cs in correct.values() for c in cs]
+        row = {**asdict(settings), "Accuracy": 100 * float(np.mean(every)),
+               "per_type": {t: 100 * float(np.mean(cs)) for t, cs in correct.items()}}
+        table.append(row)
+        if log is not None:
+            log(row)
+        if row["Accuracy"] > best_accuracy:
+            best, best_accuracy = settings, row["Accuracy"]
+    return best, table
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m spacewalk.spacewalk18.plan_reading --root R --questions VAL.json --steps options|recording
+    --grid '{"pool": [1, 2], ...}' [--bank-dir DIR] [--out table.json]: every candidate's accuracy on the
+    (generated val) questions, and the chosen settings (the best; ties: the earlier candidate)."""
+    import argparse
+    import itertools
+    import json
+
+    from spacewalk.command_errors import user_errors_reported
+    from spacewalk.encoders.sentence import minilm_text_encoder
+    from spacewalk.io import write_json
+    from spacewalk.spacewalk18.question_answering import QuestionAnswering
+
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.spacewalk18.plan_reading",
+                                     description="Choose mc_plan's settings on generated val questions.")
+    parser.add_argument("--root", required=True, type=Path, help="the Spacewalk-18 release")
+    parser.add_argument("--questions", required=True, type=Path, help="a question file (val: question_generator)")
+    parser.add_argument("--steps", choices=MODES, default="options")
+    parser.add_argument("--grid", default="{}", help="JSON: ReadingSettings field -> list of values")
+    parser.add_argument("--bank-dir", type=Path, default=Path("data/feature_banks/spacewalk18/minilm"))
+    parser.add_argument("--out", type=Path, default=None, help="JSON file for the table and the choice")
+    args = parser.parse_args(argv)
+    with user_errors_reported():
+        try:
+            grid = json.loads(args.grid)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"--grid is not JSON: {error}") from None
+        if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+            raise ConfigError(f"--grid must map settings to non-empty lists, got {args.grid!r}")
+        candidates = [ReadingSettings(**dict(zip(grid, combo))) for combo in itertools.product(*grid.values())]
+        backend = PlanReadingBackend(minilm_text_encoder(device="cpu"), root=args.root, bank_dir=args.bank_dir,
+                                     steps=args.steps)
+        items = QuestionAnswering(backend.dataset, questions=args.questions).items()
+        chosen, table = choose_settings(backend, items, candidates,
+                                        log=lambda row: print(json.dumps(row), flush=True))
+        print(json.dumps({"chosen": asdict(chosen)}))
+        if args.out is not None:
+            write_json(args.out, {"questions": str(args.questions), "steps": args.steps, "grid": grid,
+                                  "chosen": asdict(chosen), "candidates": table})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

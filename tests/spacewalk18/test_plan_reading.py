@@ -128,3 +128,17 @@ def test_backend_beats_chance_on_synthetic_questions_through_the_runner(syntheti
     assert metrics["count"] == 60
     assert metrics["Accuracy"] >= floor, metrics  # chance is 25 %
     assert (tmp_path / "run" / "answers.json").is_file()
+
+
+def test_choose_settings_keeps_the_best_and_the_earlier_of_equals(synthetic_root, tmp_path):
+    from spacewalk.spacewalk18.plan_reading import choose_settings
+
+    backend = PlanReadingBackend(BagOfWords(), root=synthetic_root, bank_dir=tmp_path / "bank", pool=0)
+    items = QuestionAnswering(backend.dataset).items()
+    plain, same, threshold = ReadingSettings(pool=0), ReadingSettings(pool=0, side_rule="signed"), \
+        ReadingSettings(pool=0, absent_seconds=12.0)
+    chosen, table = choose_settings(backend, items, [plain, same, threshold])
+    assert [row["Accuracy"] for row in table][0] == table[1]["Accuracy"] < table[2]["Accuracy"]
+    assert chosen is threshold  # the synthetic "when" answers include "does not happen"
+    chosen, _ = choose_settings(backend, items, [same, plain])
+    assert chosen is same
