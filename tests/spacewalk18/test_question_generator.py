@@ -198,3 +198,19 @@ def test_command_refuses_a_missing_root(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--root", str(tmp_path / "missing"), "--split", "val", "--out", str(tmp_path / "q.json")])
     assert exit_info.value.code == 2 and "dataset root not found" in capsys.readouterr().err
+
+
+def test_the_qa_task_asks_a_generated_file(real_spacewalk18_root, tmp_path):
+    """data.questions: the task's items, official answers file and metrics follow the generated file."""
+    from spacewalk.multiple_choice.task import Record
+    from spacewalk.spacewalk18.question_answering import question_answering_task
+
+    out = tmp_path / "val.json"
+    assert main(["--root", str(real_spacewalk18_root), "--split", "val", "--out", str(out)]) == 0
+    task = question_answering_task(real_spacewalk18_root, questions=out)
+    items = task.items()
+    assert [i.id for i in items] == [str(q["question_id"]) for q in json.loads(out.read_text())]
+    records = [Record(item_id=i.id, prompt="", reply="", choice=i.answer, correct=True) for i in items]
+    assert task.metrics(items, records)["Accuracy"] == 100.0
+    task.write_outputs(items, records, tmp_path)
+    assert json.loads((tmp_path / "answers.json").read_text()) == [i.answer for i in items]
