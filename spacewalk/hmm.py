@@ -37,6 +37,8 @@ def _checked(log_emissions: np.ndarray, matrices: np.ndarray, index: np.ndarray,
 
 def _propagate(x: np.ndarray, matrices: np.ndarray, index: np.ndarray, transposed: bool = False) -> np.ndarray:
     """x[n] @ matrices[index[n]] (or @ its transpose) for every row n, one product per distinct matrix."""
+    if len(matrices) == 1:  # one matrix for the whole chain (a regular grid): no grouping of the rows to do
+        return x @ (matrices[0].T if transposed else matrices[0])
     out = np.empty_like(x)
     for m in np.unique(index):
         rows = index == m

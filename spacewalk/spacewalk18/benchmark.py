@@ -1,7 +1,8 @@
 r"""Spacewalk-18 registered as a benchmark (spacewalk.benchmarks): its release and its `score` subcommand.
 
     python -m spacewalk.score [spacewalk18] --root DIR --split test --predictions FILE \
-        [--task step_recognition|question_answering|intra_video_retrieval] [--output metrics.json]
+        [--task step_recognition|question_answering|intra_video_retrieval] [--output metrics.json] \
+        [--questions FILE]  (question_answering: generated questions instead of the release's test file)
     python -m spacewalk.download spacewalk18 --root data/spacewalk18 [--videos] [--source COPY]
 
 The metrics are printed in percent (the authors' evaluation scripts print fractions).
@@ -75,7 +76,8 @@ def validate(root: Path):
     return dataset
 
 
-def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str) -> dict[str, Any]:
+def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str,
+                      questions: Path | None = None) -> dict[str, Any]:
     # imported here so `--help` and argument errors answer at once
     from spacewalk.spacewalk18 import predictions as pred_files
     from spacewalk.spacewalk18 import scoring as metrics
@@ -88,10 +90,11 @@ def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, unde
         return metrics.step_recognition_metrics(dataset.recordings, samples, read.predictions, read.scores,
                                                 undefined=undefined)
     if task == "question_answering":
-        if split != "test":
-            raise DataError(f"video QA has only a test split, not {split!r}")
-        questions = dataset.questions()
-        return metrics.qa_accuracy(pred_files.read_qa_predictions(predictions, questions), questions)
+        if split != "test" and questions is None:
+            raise DataError(f"video QA has only a test split, not {split!r} (generated questions of other "
+                            "recordings: --questions FILE, from python -m spacewalk.spacewalk18.question_generator)")
+        asked = dataset.questions(questions)
+        return metrics.qa_accuracy(pred_files.read_qa_predictions(predictions, asked), asked)
     samples = dataset.retrieval_samples(split)
     return metrics.retrieval_accuracy(pred_files.read_retrieval_predictions(predictions, samples), samples)
 
@@ -101,6 +104,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="test", help="split to score (default: test)")
     parser.add_argument("--task", choices=TASKS, default="step_recognition",
                         help="default step_recognition")
+    parser.add_argument("--questions", type=Path, default=None,
+                        help="question_answering: a question file in the official format to score against "
+                             "(default: the release's tasks/question_answering/test.json); e.g. val questions "
+                             "written by python -m spacewalk.spacewalk18.question_generator")
     parser.add_argument("--undefined", choices=("exclude", "error"), default="exclude",
                         help="a class with no positive sample (AP) or neither GT nor prediction (IoU), where the "
                              "authors' code divides by zero: leave it out of the mean, or fail")
@@ -109,7 +116,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 def score(args: argparse.Namespace) -> dict[str, Any]:
     if args.root is None:
         raise UsageError("spacewalk18 needs --root")
-    return score_spacewalk18(args.root, args.split, args.task, args.predictions, args.undefined)
+    if args.questions is not None and args.task != "question_answering":
+        raise UsageError("--questions is for --task question_answering")
+    return score_spacewalk18(args.root, args.split, args.task, args.predictions, args.undefined, args.questions)
 
 
 BENCHMARK = Benchmark(

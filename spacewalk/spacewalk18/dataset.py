@@ -328,9 +328,10 @@ class Spacewalk18:
         file = self.root / STEP_RECOGNITION_DIR / f"{split}.json"
         return parse_step_samples(load_json(file), self.split(split), file)
 
-    def questions(self) -> list[Question]:
-        """The video QA questions (tasks/question_answering/test.json), in file order."""
-        file = self.root / QUESTION_FILE
+    def questions(self, file: str | Path | None = None) -> list[Question]:
+        """The video QA questions, in file order: the release's (tasks/question_answering/test.json), or those of
+        `file` in the same format (e.g. written by spacewalk.spacewalk18.question_generator for val)."""
+        file = self.root / QUESTION_FILE if file is None else Path(file)
         raw = _as_list(load_json(file), file, None, "questions")
         questions = []
         for i, q in enumerate(raw):

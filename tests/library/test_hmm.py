@@ -30,11 +30,12 @@ def enumerate_paths(log_emissions, matrices, index, initial):
     return paths, weight
 
 
+@pytest.mark.parametrize("matrices", [2, 1])  # one matrix: the regular grid's shortcut
 @pytest.mark.parametrize("seed", range(6))
-def test_posteriors_likelihood_and_best_path_equal_brute_force(seed):
+def test_posteriors_likelihood_and_best_path_equal_brute_force(seed, matrices):
     rng = np.random.default_rng(seed)
     s, t = int(rng.integers(2, 5)), int(rng.integers(2, 6))
-    model = random_model(rng, s, t)
+    model = random_model(rng, s, t, matrices)
     paths, weight = enumerate_paths(*model)
     expected = np.stack([[weight[paths[:, i] == k].sum() for k in range(s)] for i in range(t)]) / weight.sum()
     posterior, loglik = forward_backward(*model)
