@@ -22,6 +22,12 @@ RESOLVED_CONFIG = "config.resolved.yaml"
 def start_run(cfg: DictConfig) -> Path:
     """Seed everything and write the resolved config into the run directory; returns that directory."""
     pl.seed_everything(cfg.seed, workers=True)
+    return write_resolved_config(cfg)
+
+
+def write_resolved_config(cfg: DictConfig) -> Path:
+    """The resolved config in the run directory (what evaluate.py ckpt_path=... rebuilds a run from, and what
+    spacewalk/rescore.py re-scores its predictions with); returns that directory."""
     output_dir = Path(cfg.paths.output_dir)
     write_text(output_dir / RESOLVED_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
     return output_dir
