@@ -81,7 +81,10 @@ def select_runs(paths: Sequence[Path], where: Sequence[str], side: str) -> list[
 def check_comparable(a: Sequence[ScoredRun], b: Sequence[ScoredRun]) -> None:
     """Refuse runs that differ in task, split, items or scoring settings, naming the key and the runs."""
     runs = [("A", r) for r in a] + [("B", r) for r in b]
-    for key in sorted({k for _, r in runs for k in r.identity} - {"items_summary"}):
+    keys = {k for _, r in runs for k in r.identity} - {"items_summary"}
+    # the coarsest difference first: another task or split also has other items
+    order = {"task": 0, "split": 1, "items": 3}
+    for key in sorted(keys, key=lambda k: (order.get(k, 2), k)):
         values: dict[str, list[str]] = {}
         shown: dict[str, str] = {}
         for side, run in runs:
@@ -135,8 +138,9 @@ def compare(a: Sequence[ScoredRun], b: Sequence[ScoredRun], options: BootstrapOp
             notes.append(f"{name}: undefined in some run, left out")
             continue
         first = metrics[0]
-        if any(m.items != first.items for m in metrics):  # the identity says the same items: a bug if not
-            raise RuntimeError(f"{name}: the runs' units differ although their items digest agrees")
+        if any(m.items != first.items for m in metrics):
+            raise ConfigError(f"the runs differ in the units of {name} ({first.unit}), so it cannot be paired: "
+                              + "; ".join(f"{sum(m.sizes)} in {r.run_dir}" for m, r in zip(metrics, [*a, *b])))
         value_a = float(np.mean([r.metrics[name].value for r in a]))
         value_b = float(np.mean([r.metrics[name].value for r in b]))
         d = value_b - value_a
