@@ -278,3 +278,65 @@ def test_rescore_reproduces_hirest_segmentation(synthetic_hirest, tmp_path):
     assert rescored == recorded_metrics(run)
     (d, *_), _ = compare.compare([scored_run(run)], [scored_run(run)], OPTIONS)
     assert d.difference == 0 and d.p_value == 1.0
+
+
+def test_rescore_reproduces_hirest_moment_retrieval(synthetic_hirest, tmp_path):
+    from spacewalk.hirest import scoring
+    from spacewalk.hirest.evaluation import gt_file, score
+    from spacewalk.hirest.open import open_hirest
+    from spacewalk.hirest.predictions import write_task_predictions
+    from spacewalk.hirest.synthetic.options import HiRESTOptions
+    from spacewalk.io import write_json
+
+    root = synthetic_hirest(HiRESTOptions())
+    dataset = open_hirest(root)
+    split, _ = scoring.read_split_annotations(gt_file(dataset, "moment_retrieval", "val"))
+    # every other clippable pair found exactly, the others by a quarter of the moment (IoU 0.25: a miss)
+    predictions, n = {}, 0
+    for query, videos in split.items():
+        for video, annotation in videos.items():
+            if annotation["clip"]:
+                start, end = annotation["bounds"]
+                end = end if n % 2 == 0 else start + (end - start) / 4
+                predictions.setdefault(query, {})[video] = {"bounds": [start, end]}
+                n += 1
+    run = write_config(tmp_path / "hirest", "hirest", {"_target_": "spacewalk.hirest.open.open_hirest",
+                                                       "root": str(root)})
+    path = write_task_predictions(run, "moment_retrieval", predictions)
+    write_json(run / "metrics.json", {"split": "val", "moment_retrieval": score(dataset, "moment_retrieval", "val",
+                                                                                  path)})
+    rescored = rescore_run(run)
+    assert set(rescored) == {"val/moment_retrieval/R@0.5", "val/moment_retrieval/R@0.7"}
+    assert rescored == recorded_metrics(run) and 0 < rescored["val/moment_retrieval/R@0.5"] < 100
+
+
+def test_rescore_reproduces_step_questions(synthetic_spacewalk18, tmp_path):
+    from spacewalk.spacewalk18.step_recognition_questions import step_recognition_questions_task
+
+    root = synthetic_spacewalk18()
+    data = {"_target_": "spacewalk.spacewalk18.step_recognition_questions.step_recognition_questions_task",
+            "root": str(root), "split": "test", "context": 300.0, "samples_per_video": 15}
+    run = mc_run(step_recognition_questions_task(root, split="test", context=300.0, samples_per_video=15), data,
+                 tmp_path / "sq", seed=0)
+    run_scored = scored_run(run)
+    assert run_scored.task == "spacewalk18 step_recognition" and run_scored.identity["items_summary"].endswith(
+        "30 samples")
+    assert rescore_run(run) == recorded_metrics(run)
+    assert run_scored.metrics["Accuracy"].between and run_scored.metrics["Accuracy"].within
+
+
+def test_decoded_predictions_compare_with_their_run(step_runs, tmp_path):
+    import shutil
+
+    _, runs = step_runs
+    run = tmp_path / "run"
+    shutil.copytree(runs["weak", 0], run)
+    decoded = run / "decoded" / "smooth"
+    decoded.mkdir(parents=True)
+    shutil.copy(runs["strong", 0] / "predictions.json", decoded / "predictions.json")  # stands for decoded ones
+    shutil.copy(runs["strong", 0] / "metrics.json", decoded / "metrics.json")
+    assert rescore_run(decoded) == recorded_metrics(decoded) != recorded_metrics(run)
+    raw, smooth = scored_run(run), scored_run(decoded)
+    assert smooth.label == "weak seed 0 decoded smooth"
+    accuracy = compare.compare([raw], [smooth], OPTIONS)[0][0]
+    assert accuracy.difference == pytest.approx(smooth.metrics["Accuracy"].value - raw.metrics["Accuracy"].value)
