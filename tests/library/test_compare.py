@@ -340,3 +340,17 @@ def test_decoded_predictions_compare_with_their_run(step_runs, tmp_path):
     assert smooth.label == "weak seed 0 decoded smooth"
     accuracy = compare.compare([raw], [smooth], OPTIONS)[0][0]
     assert accuracy.difference == pytest.approx(smooth.metrics["Accuracy"].value - raw.metrics["Accuracy"].value)
+
+
+def test_rescore_reproduces_egocross_openqa_from_its_recorded_judgements(synthetic_egocross_root, tmp_path):
+    from spacewalk.egocross.task import open_egocross
+
+    data = {"_target_": "spacewalk.egocross.task.open_egocross", "root": None,
+            "synthetic_root": str(synthetic_egocross_root), "seed": 0, "synthetic": {"per_category": 3},
+            "qa": "openqa", "check_frames": False, "judge": {"_target_": "not.imported.Judge"}}
+    task = open_egocross(None, synthetic_egocross_root, synthetic={"per_category": 3}, qa="openqa",
+                         check_frames=False)
+    run = mc_run(task, data, tmp_path / "openqa", seed=0)
+    run_scored = scored_run(run)
+    assert run_scored.identity["qa"] == "openqa" and run_scored.identity["judge"] == "none"
+    assert rescore_run(run) == recorded_metrics(run)
