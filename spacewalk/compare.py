@@ -152,7 +152,11 @@ def compare(a: Sequence[ScoredRun], b: Sequence[ScoredRun], options: BootstrapOp
             if len(replicates):
                 alpha = (1 - options.level) / 2
                 low, high = (float(x) for x in np.quantile(replicates, [alpha, 1 - alpha]))
-                p = centred_p_value(replicates, d)
+                if np.ptp(replicates) > 0 or d == 0:
+                    p = centred_p_value(replicates, d)
+                else:  # every resample gives d (one recording, resampled whole): no spread to test against
+                    notes.append(f"{name}: the difference is the same on every resample (too few units to "
+                                 "resample), so it has no p-value")
         n = len(first.groups) if first.between else sum(first.sizes)
         out.append(Difference(name, value_a, value_b, d, low, high, p, first.unit, n, options.n_resamples))
     return out, sorted(notes)

@@ -354,3 +354,9 @@ def test_rescore_reproduces_egocross_openqa_from_its_recorded_judgements(synthet
     run_scored = scored_run(run)
     assert run_scored.identity["qa"] == "openqa" and run_scored.identity["judge"] == "none"
     assert rescore_run(run) == recorded_metrics(run)
+
+
+def test_the_centred_p_value_by_hand():
+    # d = 1; the resampled differences centred at d exceed |d| = 1 in two of four: p = (1 + 2) / (1 + 4)
+    assert compare.centred_p_value(np.array([1.0, 2.5, -0.5, 1.2]), 1.0) == pytest.approx(3 / 5)
+    assert compare.centred_p_value(np.zeros(9), 0.0) == 1.0
