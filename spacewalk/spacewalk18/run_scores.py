@@ -105,7 +105,7 @@ def _split(run_dir: Path, config: Mapping[str, Any]) -> str:
 def _predictions_file(run_dir: Path) -> Path:
     path = run_dir / "predictions.json"
     if not path.is_file():
-        raise DataError("the run has no predictions.json (a run that was not scored, or stopped after val)",
+        raise DataError("the run has no predictions.json (unfinished, not scored, or stopped after val)",
                         file=path)
     return path
 
