@@ -127,7 +127,9 @@ class HiRESTRecipe(Recipe):
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
         """The baselines `model=hirest_heuristics` configures, on `cfg.split`."""
-        write_resolved_config(cfg)  # what spacewalk/rescore.py re-scores the prediction files with
+        # what spacewalk/rescore.py re-scores the prediction files with (the DataModule's settings name the joint
+        # model's, which this model has not: left out)
+        write_resolved_config(cfg, keys=("task", "data", "split", "seed", "model", "metrics"))
         dataset = hydra.utils.instantiate(cfg.data)
         baselines = hydra.utils.instantiate(cfg.model).by_task()
         if cfg.split == "test" and baselines.get("moment_retrieval") is not None:
