@@ -126,10 +126,18 @@ def score(args: argparse.Namespace) -> dict[str, Any]:
     return metrics
 
 
+def rescore(run_dir: Path, config: dict[str, Any]):
+    """A finished run re-scored from its recorded predictions (spacewalk/egocross/run_scores.py)."""
+    from spacewalk.egocross.run_scores import rescore as rescore_run
+
+    return rescore_run(run_dir, config)
+
+
 BENCHMARK = Benchmark(
     name="egocross",
     release=Release(files=FILES, validate=validate,
                     no_videos="EgoCross's frames are on the authors' gated dataset: see docs/egoschema_egocross.md"),
     scores=(ScoreCommand("egocross", "EgoCross: CloseQA accuracy, OpenQA with an LLM judge", arguments, score,
                          description=__doc__),),
+    rescore=rescore,
 )

@@ -123,13 +123,18 @@ class EgoCrossCloseQATask:
         unparsable = {q.id: by_record[str(q.id)].choice is None for q in questions}
         return grouped_accuracy(questions, correct, unparsable)
 
+    def correctness(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
+                    ) -> tuple[list[Question], list[bool]]:
+        """The answered questions in item order and whether each reply names the answer: the units of the
+        intervals and of a paired comparison (spacewalk/rescore.py)."""
+        by_record = {r.item_id: r for r in records}
+        questions = [self._by_id[item.id] for item in items if item.answer is not None]
+        return questions, [by_record[str(q.id)].choice == q.answer_index for q in questions]
+
     def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
                   options: BootstrapOptions) -> dict[str, Any]:
         """The accuracy's interval over the answered questions, overall and per domain."""
-        by_record = {r.item_id: r for r in records}
-        questions = [self._by_id[item.id] for item in items if item.answer is not None]
-        return domain_intervals(questions, [by_record[str(q.id)].choice == q.answer_index for q in questions],
-                                options, metrics)
+        return domain_intervals(*self.correctness(items, records), options, metrics)
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         """The raw replies keyed by id: what `python -m spacewalk.score egocross --task closeqa` reads. A
@@ -214,15 +219,19 @@ class EgoCrossOpenQATask:
         judge = getattr(self.judge, "name", "given") if self.judge is not None else "none"
         return openqa_metrics(questions, judgements, judge)
 
-    def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
-                  options: BootstrapOptions) -> dict[str, Any]:
-        """The accuracy's interval over the answered questions (judged once: `judgements` keeps them), overall
-        and per domain."""
+    def correctness(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
+                    ) -> tuple[list[Question], list[bool]]:
+        """The answered questions in item order and whether each reply was judged right (judged once:
+        `judgements` keeps them): the units of the intervals and of a paired comparison."""
         by_record = {r.item_id: r for r in records}
         answered = [item for item in items if item.answer is not None]
         judgements = self.judgements([(item.id, by_record[item.id].reply) for item in answered])
-        return domain_intervals([self._by_id[item.id] for item in answered], [j.correct for j in judgements],
-                                options, metrics)
+        return [self._by_id[item.id] for item in answered], [j.correct for j in judgements]
+
+    def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
+                  options: BootstrapOptions) -> dict[str, Any]:
+        """The accuracy's interval over the answered questions, overall and per domain."""
+        return domain_intervals(*self.correctness(items, records), options, metrics)
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         by_record = {r.item_id: r for r in records}

@@ -59,6 +59,13 @@ def score(args: argparse.Namespace) -> dict[str, Any]:
     return scoring.score_predictions(predictions, answers, args.predictions)
 
 
+def rescore(run_dir: Path, config: dict[str, Any]):
+    """A finished run re-scored from its recorded predictions (spacewalk/egoschema/run_scores.py)."""
+    from spacewalk.egoschema.run_scores import rescore as rescore_run
+
+    return rescore_run(run_dir, config)
+
+
 BENCHMARK = Benchmark(
     name="egoschema",
     release=Release(files=FILES, validate=validate,
@@ -66,4 +73,5 @@ BENCHMARK = Benchmark(
                               "see docs/egoschema_egocross.md"),
     scores=(ScoreCommand("egoschema", "EgoSchema: the 500-question subset's accuracy", arguments, score,
                          description=__doc__),),
+    rescore=rescore,
 )

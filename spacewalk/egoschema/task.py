@@ -74,12 +74,19 @@ class EgoSchemaTask:
         result["unparsable_all"] = sum(1 for r in records if r.choice is None)
         return result
 
+    def correctness(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
+                    ) -> tuple[list[str], list[bool]]:
+        """The questions with a known answer (those `metrics` counts), in item order: ids and correctness, the
+        units of the intervals and of a paired comparison (spacewalk/rescore.py)."""
+        choices = {r.item_id: r.choice for r in records}
+        answered = [item for item in items if item.answer is not None]
+        return [item.id for item in answered], [choices.get(item.id) == item.answer for item in answered]
+
     def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
                   options: BootstrapOptions) -> dict[str, Any]:
         """The accuracy's interval over the questions with a known answer (those `metrics` counts)."""
-        choices = {r.item_id: r.choice for r in records}
-        return accuracy_intervals([choices.get(item.id) == item.answer for item in items if item.answer is not None],
-                                  options, estimates={"accuracy": metrics["accuracy"]})
+        return accuracy_intervals(self.correctness(items, records)[1], options,
+                                  estimates={"accuracy": metrics["accuracy"]})
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         answers = scoring.submission({r.item_id: r.choice for r in records}, [item.id for item in items])

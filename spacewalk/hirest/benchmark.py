@@ -132,9 +132,17 @@ def score(args: argparse.Namespace) -> dict[str, Any]:
         raise ScoringFailed(str(e)) from e
 
 
+def rescore(run_dir: Path, config: dict[str, Any]):
+    """A finished run re-scored from its official prediction files (spacewalk/hirest/run_scores.py)."""
+    from spacewalk.hirest.run_scores import rescore as rescore_run
+
+    return rescore_run(run_dir, config)
+
+
 BENCHMARK = Benchmark(
     name="hirest",
     release=Release(files=FILES, validate=validate, videos=videos, features=FEATURES),
     scores=(ScoreCommand("hirest", "HiREST: video and moment retrieval, moment segmentation, step captioning",
                          arguments, score, description=__doc__),),
+    rescore=rescore,
 )

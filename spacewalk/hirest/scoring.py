@@ -257,6 +257,23 @@ def _by_category(items: Sequence[tuple[str, Any]], summarise: Callable[[list], d
     return result
 
 
+@dataclass(frozen=True)
+class TaskUnits:
+    """A task's scored units in ground-truth order: `ids` (query, "'query' / video" pair, video), `items`
+    ((category, the unit's official per-unit scores)), `summarise` (the official aggregation of a list of
+    per-unit scores into the task's numbers) and `unit` (what a unit is). The score functions are
+    `_by_category` of these; a paired comparison of two runs resamples them (spacewalk/hirest/run_scores.py)."""
+
+    ids: list[str]
+    items: list[tuple[str, Any]]
+    summarise: Callable[[list], dict[str, Any]]
+    unit: str
+
+
+def _scored(units: TaskUnits, bootstrap: BootstrapOptions | None) -> dict[str, Any]:
+    return _by_category(units.items, units.summarise, bootstrap, units.unit)
+
+
 # --------------------------------------------------------------------------------------------------
 # file reading and validation
 
@@ -382,10 +399,15 @@ def score_video_retrieval(predictions: Source, gt: Source, categories: Source | 
     `predictions`: `{query: {"videos": [...], "scores": [...]}}` (a path or the loaded object); `gt`: the
     split file. The candidate list is the prediction's (4282 videos on the official test set).
     """
+    return _scored(video_retrieval_units(predictions, gt, categories), bootstrap)
+
+
+def video_retrieval_units(predictions: Source, gt: Source, categories: Source | Categories) -> TaskUnits:
+    """`score_video_retrieval`'s units: the queries, each with its hits at every k."""
     pred, pred_name = _predictions(predictions)
     split, _ = read_split_annotations(gt)
     cats = load_categories(categories)
-    items = []
+    items, ids = [], []
     for query, videos in split.items():
         entry = _prediction_entry(pred, query, pred_name, "query")
         ranked_videos = _field(entry, "videos", pred_name, query)
@@ -404,6 +426,7 @@ def score_video_retrieval(predictions: Source, gt: Source, categories: Source | 
             raise DataError(f"video {duplicate!r} is listed twice", file=pred_name, item=query, field="videos")
         hits = retrieval_hits(rank_videos(ranked_videos, scores, top=max(RETRIEVAL_KS)), videos)
         items.append((cats.of_prompt(query), hits))
+        ids.append(query)
 
     def summarise(hits: list[dict[int, bool]]) -> dict[str, Any]:
         result: dict[str, Any] = {"total_prompt_count": len(hits)}
@@ -411,7 +434,7 @@ def score_video_retrieval(predictions: Source, gt: Source, categories: Source | 
             result[f"R@{k}"] = (sum(h[k] for h in hits) / len(hits)) * 100
         return result
 
-    return _by_category(items, summarise, bootstrap, "queries")
+    return TaskUnits(ids, items, summarise, "queries")
 
 
 def masked_moments(split: Mapping[str, Mapping[str, dict]]) -> bool:
@@ -429,6 +452,12 @@ def score_moment_retrieval(predictions: Source, gt: Source, categories: Source |
     so it is refused. `allow_reversed`: score a predicted end before its start as a miss (the authors' way)
     instead of refusing it.
     """
+    return _scored(moment_retrieval_units(predictions, gt, categories, allow_reversed), bootstrap)
+
+
+def moment_retrieval_units(predictions: Source, gt: Source, categories: Source | Categories,
+                           allow_reversed: bool = False) -> TaskUnits:
+    """`score_moment_retrieval`'s units: the clippable (query, video) pairs, each with its hit at every IoU."""
     pred, pred_name = _predictions(predictions)
     split, gt_name = read_split_annotations(gt)
     if masked_moments(split):
@@ -436,7 +465,7 @@ def score_moment_retrieval(predictions: Source, gt: Source, categories: Source |
                         "moment GT is not released; score val, or the test split on the authors' server",
                         file=gt_name, field="bounds")
     cats = load_categories(categories)
-    items = []
+    items, ids = [], []
     for query, videos in split.items():
         query_pred = None
         for video, annotation in videos.items():
@@ -454,6 +483,7 @@ def score_moment_retrieval(predictions: Source, gt: Source, categories: Source |
                            duration if _is_number(duration) else None)
             hits = {t: moment_hit(annotation["bounds"], bounds, t) for t in IOU_THRESHOLDS}
             items.append((cats.of_prompt(query), hits))
+            ids.append(item)
     if not items:
         raise DataError("no video with clip == true", file=gt_name, field="clip")
 
@@ -463,7 +493,7 @@ def score_moment_retrieval(predictions: Source, gt: Source, categories: Source |
             result[f"R@{t}"] = (sum(h[t] for h in hits) / len(hits)) * 100
         return result
 
-    return _by_category(items, summarise, bootstrap, "queries (each clippable (query, video) pair)")
+    return TaskUnits(ids, items, summarise, "queries (each clippable (query, video) pair)")
 
 
 def read_segment_predictions(predictions: Source, gt: Mapping[str, dict],
@@ -487,6 +517,15 @@ def score_moment_segmentation(predictions: Source, gt: Source, categories: Sourc
     `gt`: the formatted step GT. `preprocess` is the authors' `--preprocess_moment_bounds` (their score
     scripts always pass it): clip and complete the predicted segments with the GT moment first.
     """
+    return _scored(moment_segmentation_units(predictions, gt, categories, preprocess, nms_order, allow_reversed),
+                   bootstrap)
+
+
+def moment_segmentation_units(predictions: Source, gt: Source, categories: Source | Categories,
+                              preprocess: bool = True, nms_order: str = "introsort",
+                              allow_reversed: bool = False) -> TaskUnits:
+    """`score_moment_segmentation`'s units: the videos (each video's moment is the query), each with its recall
+    and precision at every IoU."""
     steps, _ = read_moment_gt(gt, with_captions=False)
     segments, _ = read_segment_predictions(predictions, steps, allow_reversed)
     cats = load_categories(categories)
@@ -497,13 +536,14 @@ def score_moment_segmentation(predictions: Source, gt: Source, categories: Sourc
             predicted = preprocess_segments(predicted, (gt_steps[0][0], gt_steps[-1][1]), nms_order)
         scores = {t: segment_recall_precision(predicted, gt_steps, t) for t in IOU_THRESHOLDS}
         items.append((cats.of_video(video), scores))
+    ids = list(steps)
 
     def summarise(scores: list[dict[float, tuple[float, float]]]) -> dict[str, Any]:
         return {"total": len(scores),
                 "recall": {f"{t}": _mean_percent([s[t][0] for s in scores]) for t in IOU_THRESHOLDS},
                 "precision": {f"{t}": _mean_percent([s[t][1] for s in scores]) for t in IOU_THRESHOLDS}}
 
-    return _by_category(items, summarise, bootstrap, "videos (each video's moment: the segmentation's query)")
+    return TaskUnits(ids, items, summarise, "videos (each video's moment: the segmentation's query)")
 
 
 @dataclass(frozen=True)

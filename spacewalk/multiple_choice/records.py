@@ -242,6 +242,21 @@ def item_rows(items: Sequence[MultipleChoiceItem], records: Sequence[Record]) ->
     return rows
 
 
+def item_records(run_dir: str | Path, items: Sequence[Any]) -> list[Record]:
+    """A finished run's record of each of `items`, in their order (re-scoring a run: spacewalk/rescore.py); a
+    run without records.jsonl, or with an item unanswered, is refused naming it."""
+    path = Path(run_dir) / RECORDS
+    if not path.is_file():
+        raise DataError("the run has no records.jsonl (an unfinished multiple-choice run: re-run its command)",
+                        file=path)
+    by_id = {r.item_id: r for r in read_records(path)}
+    missing = [item.id for item in items if item.id not in by_id]
+    if missing:
+        raise DataError(f"{len(missing)} items have no record (e.g. {missing[:3]}): an unfinished run, or one "
+                        "made on other items", file=path)
+    return [by_id[item.id] for item in items]
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Print a multiple-choice run's records with their prompts.")
     parser.add_argument("run_dir", type=Path)

@@ -121,9 +121,17 @@ def score(args: argparse.Namespace) -> dict[str, Any]:
     return score_spacewalk18(args.root, args.split, args.task, args.predictions, args.undefined, args.questions)
 
 
+def rescore(run_dir: Path, config: dict[str, Any]):
+    """A finished run re-scored from its recorded predictions (spacewalk/spacewalk18/run_scores.py)."""
+    from spacewalk.spacewalk18.run_scores import rescore as rescore_run
+
+    return rescore_run(run_dir, config)
+
+
 BENCHMARK = Benchmark(
     name="spacewalk18",
     release=Release(files=FILES, validate=validate, videos=videos),
     scores=(ScoreCommand("spacewalk18", "Spacewalk-18: step recognition, video QA, intra-video retrieval",
                          arguments, score, default=True, description=__doc__),),
+    rescore=rescore,
 )

@@ -120,14 +120,21 @@ class QuestionAnswering:
                 unparsable_per_type[item.meta["type"]] = unparsable_per_type.get(item.meta["type"], 0) + 1
         return result | {"unparsable": sum(unparsable_per_type.values()), "unparsable_per_type": unparsable_per_type}
 
+    def correctness(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
+                    ) -> tuple[list[str], list[bool], list[str]]:
+        """Per question, in item order: its id, whether the official answer (unparsable ones filled as scored)
+        is right, its type: the units of the intervals and of a paired comparison (spacewalk/rescore.py)."""
+        questions = {str(q.question_id): q for q in self.questions}
+        asked = [questions[i.id] for i in items]
+        correct = [a == q.answer for a, q in zip(self.official_answers(items, records), asked, strict=True)]
+        return [i.id for i in items], correct, [q.type for q in asked]
+
     def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
                   options: BootstrapOptions) -> dict[str, Any]:
         """Accuracy's interval over the questions (the official answers, unparsable ones filled as scored),
         overall and per question type."""
-        questions = {str(q.question_id): q for q in self.questions}
-        asked = [questions[i.id] for i in items]
-        correct = [a == q.answer for a, q in zip(self.official_answers(items, records), asked, strict=True)]
-        return accuracy_intervals(correct, options, name="Accuracy", groups={"type": [q.type for q in asked]},
+        _, correct, types = self.correctness(items, records)
+        return accuracy_intervals(correct, options, name="Accuracy", groups={"type": types},
                                   estimates={"Accuracy": metrics["Accuracy"], "per_type": metrics["per_type"]})
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:

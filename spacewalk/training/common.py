@@ -22,7 +22,18 @@ RESOLVED_CONFIG = "config.resolved.yaml"
 def start_run(cfg: DictConfig) -> Path:
     """Seed everything and write the resolved config into the run directory; returns that directory."""
     pl.seed_everything(cfg.seed, workers=True)
+    return write_resolved_config(cfg)
+
+
+def write_resolved_config(cfg: DictConfig, keys: tuple[str, ...] | None = None) -> Path:
+    """The resolved config in the run directory (what evaluate.py ckpt_path=... rebuilds a run from, and what
+    spacewalk/rescore.py re-scores its predictions with); `keys`: only these top-level sections (a run whose
+    other sections name what its model does not have: HiREST's baselines and the joint model's DataModule
+    settings); returns that directory."""
     output_dir = Path(cfg.paths.output_dir)
+    if keys is not None:
+        cfg = OmegaConf.create({k: OmegaConf.to_container(cfg[k], resolve=True) if isinstance(cfg[k], DictConfig)
+                                else cfg[k] for k in keys if k in cfg})
     write_text(output_dir / RESOLVED_CONFIG, OmegaConf.to_yaml(cfg, resolve=True))
     return output_dir
 

@@ -29,7 +29,7 @@ from spacewalk.hirest.dataset import HiREST
 from spacewalk.hirest.evaluation import evaluate_hirest_baselines, overall_summary, score
 from spacewalk.hirest.joint_model_io import PREDICTION_FILES
 from spacewalk.io import write_json
-from spacewalk.training.common import bootstrap_options
+from spacewalk.training.common import bootstrap_options, write_resolved_config
 from spacewalk.training.run import Recipe, Run
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,9 @@ class HiRESTRecipe(Recipe):
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
         """The baselines `model=hirest_heuristics` configures, on `cfg.split`."""
+        # what spacewalk/rescore.py re-scores the prediction files with (the DataModule's settings name the joint
+        # model's, which this model has not: left out)
+        write_resolved_config(cfg, keys=("task", "data", "split", "seed", "model", "metrics"))
         dataset = hydra.utils.instantiate(cfg.data)
         baselines = hydra.utils.instantiate(cfg.model).by_task()
         if cfg.split == "test" and baselines.get("moment_retrieval") is not None:

@@ -106,8 +106,10 @@ class StepRecognition(Recipe):
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
         from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
-        from spacewalk.training.common import bootstrap_options
+        from spacewalk.training.common import bootstrap_options, write_resolved_config
 
+        # no seeding here (the baselines seed themselves, and their published numbers stay as they were)
+        write_resolved_config(cfg)
         dataset = hydra.utils.instantiate(cfg.data)
         model = hydra.utils.instantiate(cfg.model)
         return evaluate_step_recognition(dataset, model, cfg.split, str(output_dir), fit_split=cfg.fit_split,

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from spacewalk import score
+from spacewalk.rescore import recorded_metrics, rescore_run
 from spacewalk.spacewalk18.dataset import Spacewalk18
 from spacewalk.spacewalk18.predictions import read_step_predictions
 
@@ -60,6 +61,18 @@ def test_evaluate_generates_data_scores_and_writes_artefacts(tmp_path, capsys):
     intervals = [json.loads((tmp_path / r / "metrics.json").read_text())["intervals"] for r in ("r1", "r2")]
     assert intervals[0] == intervals[1] and intervals[0]["Accuracy"]["low"] < intervals[0]["Accuracy"]["high"]
     assert not (tmp_path / "r1/timelines").exists()
+
+    # each run re-scores to its metrics.json from its predictions and resolved config (spacewalk/rescore.py), and
+    # the paired comparison of the two runs of one command finds no difference; against another model it finds one
+    for run in (out, tmp_path / "r1"):
+        assert rescore_run(run) == recorded_metrics(run)
+    same = run_command("-m", "spacewalk.compare", tmp_path / "r1", tmp_path / "r2")
+    assert "+0.00  [+0.00, +0.00]  1.000" in same.stdout
+    other = run_command("-m", "spacewalk.compare", tmp_path / "r1", out, "--json", tmp_path / "cmp.json")
+    differences = json.loads((tmp_path / "cmp.json").read_text())["differences"]
+    assert differences["Accuracy"]["difference"] == pytest.approx(metrics["Accuracy"] - json.loads(
+        (tmp_path / "r1/metrics.json").read_text())["Accuracy"])
+    assert "Accuracy" in other.stdout and "IoU" in other.stdout
 
 
 def test_real_data_random_baseline_matches_the_paper(real_spacewalk18_root, tmp_path):

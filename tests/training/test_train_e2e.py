@@ -195,6 +195,13 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     assert decoded["settings"] in [{k: c[k] for k in decoded["settings"]} for c in decoded["val_candidates"]]
     assert len(decoded["val_candidates"]) == 8 * 3 * 5 * 3
     assert list((decoded_dir / "timelines").glob("*.png")) and list((run_dir / "confusion").glob("*.png"))
+    # the run and its decoded predictions re-score to their metrics.json, and compare paired (decoded - raw)
+    from spacewalk.rescore import recorded_metrics, rescore_run
+
+    assert rescore_run(run_dir) == recorded_metrics(run_dir)
+    assert rescore_run(decoded_dir) == recorded_metrics(decoded_dir)
+    compared = run_command("-m", "spacewalk.compare", run_dir, decoded_dir)
+    assert "decoded whole_recording" in compared.stdout and "recordings, then samples" in compared.stdout
 
     again = tmp_path / "again"
     best = next((run_dir / "checkpoints").glob("epoch*.ckpt"))
