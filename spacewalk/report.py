@@ -1,7 +1,7 @@
 """Tables made from run directories: `python -m spacewalk.report`, so that no number in docs/results.md is typed.
 
     python -m spacewalk.report RUN_OR_SWEEP_DIR... [--spec docs/tables/results.yaml] [--markdown out.md]
-        [--update docs/results.md] [--csv out.csv] [--wandb] [--check]
+        [--update docs/results.md] [--verify docs/results.md] [--csv out.csv] [--wandb] [--check]
 
 Every run directory given (or every job of a sweep directory) is read (spacewalk/run_dirs.py): its config, its
 headline numbers with their intervals, the command and commit that produced it. Runs that differ only in their
@@ -36,6 +36,11 @@ markers too, so the next run replaces the table again: docs/results.md's tables 
 row per (table, row, column, number): value, std, bounds, seeds, command, commits, run directories; `--wandb`:
 the same tables as wandb.Table, in a W&B run of its own (offline unless `--wandb-mode online`, as train.py's
 logger).
+
+`--verify DOC.md` writes nothing: it makes the tables again and names each table row of the document's blocks
+that differs from what the runs give now (exit code 1): a number typed by hand, or a run that changed since the
+document was made. With `--check` as well, the runs themselves are re-scored too: together the two are the guard
+that every number of docs/results.md still follows from its runs' recorded predictions.
 
 `--check` re-scores each run from its recorded predictions and flags (`(!)` in the cell, a list under the table,
 exit code 1) a cell whose run no longer gives the numbers its metrics.json holds. The re-scoring is
@@ -397,6 +402,33 @@ def update_document(text: str, tables: Sequence[Table], command: str, name: str)
     return text
 
 
+def _block(doc: str, start: str) -> str:
+    begin = doc.find(start)
+    return doc[begin:doc.find(BLOCK_END, begin)]
+
+
+def _table_lines(block: str) -> list[str]:
+    return [line for line in block.splitlines() if line.startswith("|")]
+
+
+def stale_rows(text: str, tables: Sequence[Table], name: str) -> list[str]:
+    """The table rows of `text` (a document made by `--update`) that the runs no longer give: one line per
+    row, the document's and the runs' (`--verify`: the guard that no number in the document drifted from its
+    runs, or was edited by hand). Only the table lines are compared: the made-by comment may differ."""
+    made = update_document(text, tables, "", name)
+    stale = []
+    for table in tables:
+        start = _block_start(table.spec.title)
+        have, want = (_table_lines(_block(doc, start)) for doc in (text, made))
+        for i in range(max(len(have), len(want))):
+            old = have[i] if i < len(have) else "(no row)"
+            new = want[i] if i < len(want) else "(no row)"
+            if old != new:
+                stale.append(f"{name}, table {table.spec.title!r}: the document has\n    {old}\n  its runs give\n"
+                             f"    {new}")
+    return stale
+
+
 def csv_rows(tables: Sequence[Table]) -> list[dict[str, Any]]:
     rows = []
     for table in tables:
@@ -477,6 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", type=Path, help="write the markdown here (default: print it)")
     parser.add_argument("--update", type=Path, help="replace each table's block in this markdown file "
                         "(<!-- spacewalk.report table=\"TITLE\" --> ... <!-- /spacewalk.report -->)")
+    parser.add_argument("--verify", type=Path, help="write nothing: exit 1 naming each table row of this markdown "
+                        "file (made by --update) that the runs no longer give")
     parser.add_argument("--csv", type=Path, help="write the CSV here")
     parser.add_argument("--wandb", action="store_true", help="log the tables to W&B (offline by default)")
     parser.add_argument("--wandb-mode", default="offline", choices=("offline", "online"))
@@ -495,6 +529,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                             "the command line")]
         tables = build_report(args.runs, specs, default_rescore() if args.check else None)
         markdown = report_markdown(tables, command)
+        if args.verify is not None:
+            if not args.verify.is_file():
+                raise DataError("file not found", file=args.verify)
+            stale = stale_rows(args.verify.read_text(encoding="utf-8"), tables, str(args.verify))
+            for line in stale:
+                print(line)
+            print(f"{args.verify}: {len(stale)} table rows differ from their runs" if stale else
+                  f"{args.verify}: every table row matches its runs", file=sys.stderr)
+            return 1 if stale or any(c.mismatches for t in tables for c in t.cells.values()) else 0
         if args.update is not None:
             if not args.update.is_file():
                 raise DataError("file not found", file=args.update)

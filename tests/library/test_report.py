@@ -192,3 +192,21 @@ def test_update_replaces_each_tables_block_of_a_document(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([str(root), "--spec", str(spec), "--update", str(doc)])
     assert f"{doc}: no block for the table 'Main': put the lines" in capsys.readouterr().err
+
+
+def test_verify_names_each_row_of_a_document_that_its_runs_no_longer_give(tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    doc = tmp_path / "results.md"
+    doc.write_text('# Results\n\n<!-- spacewalk.report table="Main" -->\n<!-- /spacewalk.report -->\n')
+    root = sweep(tmp_path)
+    assert main([str(root), "--spec", str(spec), "--update", str(doc)]) == 0
+    made = doc.read_text()
+    assert main([str(root), "--spec", str(spec), "--verify", str(doc)]) == 0
+    assert "every table row matches its runs" in capsys.readouterr().err
+    doc.write_text(made.replace("| `lfb_avg`, ours | 11.00 ± 1.00", "| `lfb_avg`, ours | 12.00 ± 1.00"))
+    assert main([str(root), "--spec", str(spec), "--verify", str(doc)]) == 1
+    out, err = capsys.readouterr()
+    assert "table 'Main': the document has\n    | `lfb_avg`, ours | 12.00 ± 1.00" in out
+    assert "its runs give\n    | `lfb_avg`, ours | 11.00 ± 1.00" in out and "1 table rows differ" in err
+    assert doc.read_text() == made.replace("| `lfb_avg`, ours | 11.00", "| `lfb_avg`, ours | 12.00")  # untouched
