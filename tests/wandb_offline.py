@@ -7,6 +7,7 @@ reader."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,18 @@ def records(path: Path) -> list:
     return parsed
 
 
+def finished_records(path: Path, timeout: float = 120.0) -> list:
+    """The records of a run's log once its exit record is in: wandb's writer is a process of its own, which
+    may still be flushing the file when `run.finish()` has returned (seen on a loaded machine: the run record
+    not yet there)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        parsed = records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in parsed) or time.monotonic() > deadline:
+            return parsed
+        time.sleep(0.5)
+
+
 def offline_run(run_dir: Path) -> dict[str, Any]:
     """The one offline run under `run_dir`/wandb: its run record's group, job type, name and tags, its config,
     the last value of each logged key (history, then summary), and its folder."""
@@ -51,7 +64,9 @@ def offline_run(run_dir: Path) -> dict[str, Any]:
     assert len(folders) == 1, folders
     (log,) = folders[0].glob("run-*.wandb")
     out: dict[str, Any] = {"folder": folders[0], "config": {}, "logged": {}}
-    for record in records(log):
+    parsed = finished_records(log)
+    assert any(r.WhichOneof("record_type") == "run" for r in parsed), f"{log}: no run record after its exit"
+    for record in parsed:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run = record.run
