@@ -135,13 +135,18 @@ def fit(visuals: Sequence[tuple[str, int, int, int]], budget: VisualBudget,
     return [Planned(p.kind, n, p.height, p.width) for p, n in zip(plan, counts)]
 
 
+def kept(available: int, frames: int) -> np.ndarray:
+    """The indices of the `frames` kept of `available`: all of them, or the centres of `frames` equal bins."""
+    return np.arange(available) if frames == available else uniform_frame_indices(available, frames)
+
+
 def shown(frames: np.ndarray, planned: Planned) -> np.ndarray:
-    """A visual's frames [n, H, W, 3] as planned: uniformly thinned to `planned.frames`, resized (bicubic) to its
-    size; frames already as planned are returned as they are (the same array)."""
+    """A visual's frames [n, H, W, 3] as planned: uniformly thinned to `planned.frames` (`kept`), resized
+    (bicubic) to its size; frames already as planned are returned as they are (the same array)."""
     from PIL import Image
 
     if len(frames) != planned.frames:
-        frames = frames[uniform_frame_indices(len(frames), planned.frames)]
+        frames = frames[kept(len(frames), planned.frames)]
     if frames.shape[1:3] == (planned.height, planned.width):
         return frames
     return np.stack([np.asarray(Image.fromarray(f).resize((planned.width, planned.height), Image.BICUBIC))

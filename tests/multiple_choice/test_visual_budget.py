@@ -1,7 +1,8 @@
 """The visual budget (spacewalk/multiple_choice/budget.py): its rule on its own, then through the tiny
 transformers backends (spacewalk/multiple_choice/tiny_models.py: what each item's record says it saw, the frames
 and sizes the processor really got, the replies unchanged at the default settings, an item over the budget shown
-fewer or smaller frames) and the run's settings in run.json."""
+fewer or smaller frames) and the OpenAI-compatible one against the stub server (the images it sends), with the
+run's settings in run.json."""
 
 from __future__ import annotations
 
@@ -11,17 +12,24 @@ import math
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
+from PIL import Image
+from test_multiple_choice_openai import Task
 
 from spacewalk.errors import ConfigError
 from spacewalk.io import load_json
 from spacewalk.multiple_choice import runner
+from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend, conversation
 from spacewalk.multiple_choice.budget import Planned, VisualBudget, area_within, fit, shown
 from spacewalk.multiple_choice.frames import sample_frames
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.records import frames_seen
 from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
 from spacewalk.spacewalk18.open import open_spacewalk18
 from spacewalk.spacewalk18.question_answering import QuestionAnswering
+
+from conftest import REPO
+from openai_stub import Stub
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
              retrieval_samples_per_video=4, questions_per_video=4)
@@ -207,10 +215,61 @@ def test_llava_over_budget_gets_fewer_frames_and_refuses_pixel_bounds(qa, tmp_pa
         backend_of("llava_onevision", max_pixels=10_000)
 
 
-@pytest.mark.parametrize("name", ["mc_qwen2_5_vl", "mc_llava_onevision"])
-def test_model_configs_hold_the_budget_at_its_defaults(name):
-    config = OmegaConf.load(f"conf/model/{name}.yaml")
-    parameters = inspect.signature(TransformersVLMBackend).parameters
-    keys = ("max_pixels", "min_pixels", "max_total_pixels") if name == "mc_qwen2_5_vl" else ("max_total_pixels",)
+@pytest.mark.parametrize("name, backend", [("mc_qwen2_5_vl", TransformersVLMBackend),
+                                           ("mc_llava_onevision", TransformersVLMBackend),
+                                           ("mc_openai", OpenAIChatBackend)])
+def test_model_configs_hold_the_budget_at_its_defaults(name, backend):
+    config = OmegaConf.load(REPO / f"conf/model/{name}.yaml")
+    parameters = inspect.signature(backend).parameters
+    keys = ("max_total_pixels",) if name == "mc_llava_onevision" else ("max_pixels", "min_pixels", "max_total_pixels")
     for key in keys:
         assert config[key] is None and parameters[key].default is None
+
+
+# ---- the OpenAI-compatible backend, against the stub server ----
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    server = Stub()
+    monkeypatch.setenv("TEST_BASE_URL", server.url)
+    yield server
+    server.close()
+
+
+def chat_client(**settings):
+    return OpenAIChatBackend(**({"model": "stub-model", "base_url_env": "TEST_BASE_URL", "num_frames": 3,
+                                 "backoff_seconds": 0.01, "requests_per_minute": None, "concurrency": 1} | settings))
+
+
+def sent_sizes(request) -> list[tuple[int, int]]:
+    import base64
+    import io
+
+    from PIL import Image
+
+    return [Image.open(io.BytesIO(base64.b64decode(p["image_url"]["url"].split(",", 1)[1]))).size
+            for p in request["body"]["messages"][-1]["content"] if p["type"] == "image_url"]
+
+
+@pytest.mark.parametrize("budget, frames, size", [
+    ({}, 3, [32, 24]),  # the default: as before
+    ({"max_total_pixels": 2 * 32 * 24}, 2, [32, 24]),  # no min_pixels: frames dropped at their size
+    ({"min_pixels": 100, "max_total_pixels": 3 * 300}, 3, [20, 15]),  # shrunk to a common cap, none dropped
+    ({"min_pixels": 300, "max_total_pixels": 2 * 300}, 2, [20, 15]),  # at min_pixels, then dropped
+])
+def test_openai_records_and_sends_frames_within_the_budget(stub, budget, frames, size, tmp_path):
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"frame{i}.png")
+        Image.new("RGB", (32, 24), (80 * i, 0, 0)).save(paths[-1])
+    item = MultipleChoiceItem(id="0", question="q?", options=("x", "y", "z"), answer=1,
+                              visual=Visual(frames=tuple(paths), frame_times=(0.0, 1.0, 2.0)))
+    runner.run(Task([item]), chat_client(**budget), tmp_path / "run", progress=False)
+    record = runner.read_records(tmp_path / "run" / runner.RECORDS)[0]
+    assert record.meta["visuals"] == [{"kind": "clip as images", "frames": frames, "size": size}]
+    assert sent_sizes(stub.requests[-1]) == [tuple(size)] * frames
+    visual = load_json(tmp_path / "run" / runner.RUN_FILE)["visual"]
+    assert visual["image_max_side"] == 768 and visual["frames"]["num_frames"] == 3
+    assert {k: visual[k] for k in ("max_pixels", "min_pixels", "max_total_pixels")} == (
+        {"max_pixels": None, "min_pixels": None, "max_total_pixels": None} | budget)
