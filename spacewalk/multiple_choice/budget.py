@@ -14,7 +14,8 @@ The rule (`fit`), for an item whose frames after the per-frame bounds cost more 
 1. shrink: every frame's upper bound is lowered to one common cap P (never below `min_pixels`), the largest P
    for which the item fits; with `min_pixels` null there is no floor to shrink to, and this step is skipped;
 2. drop: if the item does not fit even with every frame at `min_pixels`, clip frames are dropped one at a time
-   from the clip that has the most (the first such clip on a tie) until it fits; a clip keeps at least one
+   from the clip that has the most (the later one on a tie: the item's own clip, first in the prompt, keeps
+   more than its context clips) until it fits; a clip keeps at least one
    frame, its kept frames spread uniformly over the ones sampled (`uniform_frame_indices`); stills are never
    dropped;
 3. an item that does not fit even then (one frame per clip, every frame at its smallest) is refused with a
@@ -129,7 +130,7 @@ def fit(visuals: Sequence[tuple[str, int, int, int]], budget: VisualBudget,
         if not droppable:
             raise ConfigError(f"max_total_pixels={limit} is too small for item {item!r}: one frame per clip and "
                               f"every frame at its smallest make {total} pixels")
-        i = max(droppable, key=lambda k: (counts[k], -k))
+        i = max(droppable, key=lambda k: (counts[k], k))  # a tie: the later clip
         counts[i] -= 1
         total -= plan[i].height * plan[i].width
     return [Planned(p.kind, n, p.height, p.width) for p, n in zip(plan, counts)]

@@ -273,3 +273,30 @@ def test_openai_records_and_sends_frames_within_the_budget(stub, budget, frames,
     assert visual["image_max_side"] == 768 and visual["frames"]["num_frames"] == 3
     assert {k: visual[k] for k in ("max_pixels", "min_pixels", "max_total_pixels")} == (
         {"max_pixels": None, "min_pixels": None, "max_total_pixels": None} | budget)
+
+
+def test_qwen_budget_over_a_clip_a_context_clip_and_a_still(qa, tmp_path):
+    """Every visual of the prompt counts, stills keep their one frame, and each visual's recorded size is the one
+    the processor made (its video and image grids)."""
+    from spacewalk.multiple_choice.task import Prompt
+
+    frames = []
+    for i in range(4):
+        frames.append(tmp_path / f"f{i}.png")
+        Image.new("RGB", (112, 84), (60 * i, 0, 0)).save(frames[-1])
+    clip, preview = Visual(frames=tuple(frames)), Visual(frames=tuple(frames[:2]))
+    still = Visual(video=qa.items()[0].visual.video, time=1.0)  # 64x64
+    item = MultipleChoiceItem(id="a", question="q?", options=("x", "y"), visual=clip)
+    prompt = Prompt((Prompt.VISUAL, "The preview:", preview, "A step:", still, "Answer."))
+    backend = backend_of("qwen2_5_vl", min_pixels=28 * 28, max_total_pixels=4 * 28 * 28)
+    calls = spied(backend)
+    meta = backend.answer([item], [prompt])[0].meta
+    kwargs, inputs = calls[-1]
+    # at min_pixels (28x28) the 4 + 2 + 1 frames cost 7 frames' worth: the longest clip loses 2, then (a tie) the
+    # preview 1
+    assert [(v["kind"], v["frames"], v["size"]) for v in meta["visuals"]] == [
+        ("clip", 2, [28, 28]), ("clip", 1, [28, 28]), ("image", 1, [28, 28])]
+    grids = [[int(g) for g in row] for row in (*inputs["video_grid_thw"], inputs["image_grid_thw"][0])]
+    assert [[w * 14, h * 14] for _, h, w in grids] == [v["size"] for v in meta["visuals"]]
+    assert [len(v) for v in kwargs["videos"]] == [2, 1] and kwargs["images"][0].shape == (28, 28, 3)
+    assert meta["visual_tokens"] == sum(t * h * w for t, h, w in grids) // 4

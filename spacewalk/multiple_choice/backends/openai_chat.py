@@ -24,12 +24,12 @@ Each reply's meta says what the model was shown (`visuals`: per visual, in promp
 count and frame size as sent). Standard library only (urllib, threads).
 
 Visual budget (spacewalk/multiple_choice/budget.py; all null by default: frames sent as before): `max_pixels` /
-`min_pixels` bound each frame's area as sent (after `image_max_side`; aspect kept, sides rounded down when
-shrinking and up when enlarging), `max_total_pixels` an item's frames x pixels over all its visuals; an item over
-it gets every frame's bound lowered to one common cap (not below min_pixels; skipped when that is null), then clip
-frames dropped one at a time from the longest clip (kept ones spread uniformly), stills never. The server may
-resize again (OpenAI's `detail`, a vLLM model's processor): the record says what was sent. run.json's "visual":
-the frame rule, image_max_side and the budget.
+`min_pixels` bound each frame's area as sent (after `image_max_side`; aspect kept, sides rounded down when shrinking
+and up when enlarging), `max_total_pixels` an item's frames x pixels over all its visuals; an item over it gets every
+frame's bound lowered to one common cap (not below min_pixels; skipped when that is null), then clip frames dropped
+one at a time from the longest clip (the later on a tie; kept ones spread uniformly), stills never. The server may
+resize again (OpenAI's `detail`, a vLLM model's processor): the record says what was sent. run.json's "visual": the
+frame rule, image_max_side and the budget.
 """
 
 from __future__ import annotations
