@@ -206,9 +206,27 @@ class TransformersVLMBackend(TokenLimited):
                     kwargs[key] = {"size": {"shortest_edge": min(low, *areas), "longest_edge": max(high, *areas)}}
         inputs = self.processor(text=texts, padding=True, return_tensors="pt", **kwargs)
         tokens = self._visual_tokens(inputs["input_ids"]) if with_visuals else [0] * len(texts)
-        metas = [{"visuals": [{"kind": p.kind, "frames": p.frames, "size": [p.width, p.height]} for p in plan],
-                  "visual_tokens": n} if plan else {} for (_, _, plan), n in zip(visuals, tokens)]
+        sizes = self._sizes_made(inputs, [plan for _, _, plan in visuals])
+        metas = [{"visuals": [{"kind": p.kind, "frames": p.frames, "size": size} for p, size in zip(plan, row)],
+                  "visual_tokens": n} if plan else {} for (_, _, plan), row, n in zip(visuals, sizes, tokens)]
         return list(zip(self._decode(inputs), metas))
+
+    def _sizes_made(self, inputs, plans: Sequence[Sequence[Planned]]) -> list[list[list[int]]]:
+        """Each row's visuals' [width, height] as the vision tower got them: Qwen2.5-VL's from the processor's
+        grids (videos and images each in prompt order over the batch), LLaVA-OneVision's as planned (its fixed
+        size)."""
+        if self.family != "qwen2_5_vl":
+            return [[[p.width, p.height] for p in plan] for plan in plans]
+        patch = self.processor.video_processor.patch_size
+        grids = {"clip": iter(inputs.get("video_grid_thw", [])), "image": iter(inputs.get("image_grid_thw", []))}
+        out = []
+        for plan in plans:
+            row = []
+            for p in plan:
+                _, h, w = (int(v) for v in next(grids[p.kind]))
+                row.append([w * patch, h * patch])
+            out.append(row)
+        return out
 
     def _visual_tokens(self, input_ids: torch.Tensor) -> list[int]:
         """Each row's image and video tokens (what its visuals cost in the model's input)."""
