@@ -222,8 +222,8 @@ ITEM_COLUMNS = ("item_id", "question", "options", "reply", "parsed choice", "ans
 
 
 def frames_seen(record: Record) -> int | None:
-    """How many frames the model was shown in all, where the backend's reply says (`meta["visuals"]`, the
-    OpenAI-compatible backend's); None where it does not."""
+    """How many frames the model was shown in all, where the backend's reply says (`meta["visuals"]`: the
+    OpenAI-compatible and transformers backends'); None where it does not."""
     visuals = record.meta.get("visuals")
     return None if visuals is None else sum(int(v["frames"]) for v in visuals)
 

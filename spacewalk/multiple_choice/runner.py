@@ -10,7 +10,8 @@ requests in flight; the finished run's records.jsonl is rewritten in the task's 
 files do not depend on the order replies came in. A re-run with the same run directory reads every record
 already there, skips those items and ends with the same metrics as a run that was never interrupted. A run
 directory remembers what it was made with (`run.json`: the task, the backend and their settings, the
-generation limits each model used, and a digest of the items it asked); a re-run with other settings (a limit
+generation limits each model used, the frame rule and visual budget of a video LLM (`visual`), and a digest of
+the items it asked); a re-run with other settings (a limit
 included) or changed items in the same directory is refused instead of mixing two runs' replies.
 
 Generation limits: the task's answer limits are applied to the backend before the first item
@@ -204,10 +205,13 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
         raise DataError(f"task {task.name}: item ids are not unique")
     backend, generation = generation_record(task, backend)
     log.info("generation limits: %s", json.dumps(generation))
+    # what a video LLM was shown (its frame rule and visual budget, spacewalk/multiple_choice/budget.py), where the
+    # backend says; absent for backends that do not (a resume of their earlier runs is unaffected)
+    visual = getattr(backend, "visual_settings", lambda: None)()
     if rank == 0:
         check_run_identity(run_dir, {"task": task.name, "backend": backend.name, "items": len(items),
                                      "items_digest": items_digest(items), "generation": generation,
-                                     **(identity or {})})
+                                     **({"visual": visual} if visual is not None else {}), **(identity or {})})
 
     done = existing_records(run_dir)
     unknown = set(done) - set(ids)

@@ -59,6 +59,13 @@ def test_evaluate_egoschema_with_a_tiny_qwen2_5_vl(checkpoints, tmp_path, capsys
     prompts = {r.item_id: r.prompt for r in runner.read_run(out)}  # the compact records, prompts read back
     assert all(isinstance(r["reply"], str) and prompts[r["item_id"]].endswith("given choices directly.")
                for r in records)
+    # what the model saw, per item, and the run's frame rule and visual budget (spacewalk/multiple_choice/budget.py)
+    assert all(r["meta"]["visuals"] == [{"kind": "clip", "frames": 4, "size": [56, 56]}] for r in records)
+    run = json.loads((out / "run.json").read_text())
+    budget = dict.fromkeys(("max_pixels", "min_pixels", "max_total_pixels"))
+    assert run["visual"] == {"frames": {"num_frames": 4, "fps": None, "max_frames": None}, **budget,
+                             "rule": "spacewalk/multiple_choice/budget.py"}
+    assert {k: run["model"][k] for k in budget} == budget  # the model config's settings, as given
 
     # both submission files: every question in questions.json order, the parsed choice or -1 (unparsable)
     expected = {r["item_id"]: -1 if r["choice"] is None else r["choice"] for r in records}
@@ -87,6 +94,12 @@ def test_evaluate_egocross_with_a_tiny_llava_onevision(checkpoints, tmp_path, ca
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     n = len(records)
     assert n == 5 * 4  # five source datasets, one question of each of the four categories
+    # the family's default, 32 frames, shows every frame of each folder, at the processor's size (28x28 here)
+    frames = {item.id: len(item.visual.frames)
+              for item in open_egocross(root=data, answers=data / "answers.json").items()}
+    assert all(r["meta"]["visuals"] == [{"kind": "clip", "frames": frames[r["item_id"]], "size": [28, 28]}]
+               for r in records)
+    assert json.loads((out / "run.json").read_text())["visual"]["frames"]["num_frames"] == 32
     replies = json.loads((out / PREDICTIONS_FILE).read_text())
     assert replies == {r["item_id"]: r["reply"] for r in records}
     metrics = json.loads((out / "metrics.json").read_text())

@@ -22,6 +22,14 @@ the error is raised (the run stops after recording the replies already in; re-ru
 other requests in flight stop retrying). Any other HTTP error is raised at once with the server's message.
 Each reply's meta says what the model was shown (`visuals`: per visual, in prompt order, its kind, frame
 count and frame size as sent). Standard library only (urllib, threads).
+
+Visual budget (spacewalk/multiple_choice/budget.py; all null by default: frames sent as before): `max_pixels` /
+`min_pixels` bound each frame's area as sent (after `image_max_side`; aspect kept, sides rounded down when shrinking
+and up when enlarging), `max_total_pixels` an item's frames x pixels over all its visuals; an item over it gets every
+frame's bound lowered to one common cap (not below min_pixels; skipped when that is null), then clip frames dropped
+one at a time from the longest clip (the later on a tie; kept ones spread uniformly), stills never. The server may
+resize again (OpenAI's `detail`, a vLLM model's processor): the record says what was sent. run.json's "visual": the
+frame rule, image_max_side and the budget.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.errors import ConfigError
+from spacewalk.multiple_choice.budget import VisualBudget, area_within, fit, kept, shown
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import TokenLimited
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
@@ -134,7 +143,8 @@ class OpenAIChatBackend(TokenLimited):
                  temperature: float = 0.0, requests_per_minute: float | None = 60.0, max_retries: int = 6,
                  backoff_seconds: float = 2.0, max_backoff_seconds: float = 120.0, timeout_seconds: float = 120.0,
                  extra_body: dict | None = None, video_backend: str = "decord", concurrency: int = 8,
-                 clip_as: str = "images", video_format: str = "mp4"):
+                 clip_as: str = "images", video_format: str = "mp4", max_pixels: int | None = None,
+                 min_pixels: int | None = None, max_total_pixels: int | None = None):
         self.model = model
         self.name = f"openai:{model}"
         self.base_url = os.environ.get(base_url_env, default_base_url).rstrip("/")
@@ -142,6 +152,7 @@ class OpenAIChatBackend(TokenLimited):
         self.api_key_env = api_key_env
         self.rule = None if text_only else FrameRule(num_frames, fps, max_frames, video_backend)
         self.image_max_side, self.image_detail = image_max_side, image_detail
+        self.budget = VisualBudget(max_pixels, min_pixels, max_total_pixels)
         self._set_limit(max_tokens)
         self.temperature = float(temperature)
         self.min_interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
@@ -269,27 +280,56 @@ class OpenAIChatBackend(TokenLimited):
 
     # ---- the Backend protocol ----
 
-    def _visual(self, visual: Visual) -> tuple[list[str] | dict, dict[str, Any]]:
-        """A visual as content (its frames' image URLs, or one video part) and what was sent of it."""
-        frames, times = sample_frames(visual, self.rule)
+    def visual_settings(self) -> dict[str, Any] | None:
+        """run.json's "visual": the frame rule, the frames' longest side and the budget the items were sent with."""
+        if self.rule is None:
+            return None
+        rule = self.rule
+        return {"frames": {"num_frames": rule.num_frames, "fps": rule.fps, "max_frames": rule.max_frames},
+                "image_max_side": self.image_max_side, **self.budget.as_json(),
+                "rule": "spacewalk/multiple_choice/budget.py"}
+
+    def _visual(self, visual: Visual, frames: np.ndarray, times: np.ndarray, max_side: int | None
+                ) -> tuple[list[str] | dict, dict[str, Any]]:
+        """A visual's frames as content (their image URLs, or one video part) and what was sent of it."""
         kind = "image" if visual.is_still else "clip"
         if kind == "clip" and self.clip_as == "video":
-            url = video_data_url(frames, times, self.image_max_side, self.video_format)
+            url = video_data_url(frames, times, max_side, self.video_format)
             content: list[str] | dict = {"type": "video_url", "video_url": {"url": url}}
         else:
-            content = [jpeg_data_url(f, self.image_max_side) for f in frames]
-        size = list(_resized(frames[0], self.image_max_side).size)  # (width, height) as sent
+            content = [jpeg_data_url(f, max_side) for f in frames]
+        size = list(_resized(frames[0], max_side).size)  # (width, height) as sent
         return content, {"kind": kind if kind == "image" else f"clip as {self.clip_as}", "frames": len(frames),
                          "size": size}
+
+    def _sampled(self, visuals: Sequence[Visual], item: MultipleChoiceItem | None
+                 ) -> tuple[list[tuple[np.ndarray, np.ndarray]], int | None]:
+        """Each visual's frames and times, within the budget, and the longest side to send them at (None when the
+        budget has sized them)."""
+        sampled = [sample_frames(v, self.rule) for v in visuals]
+        if not self.budget.active or not sampled:
+            return sampled, self.image_max_side
+        # the budget's rule starts from the frames as they would be sent (image_max_side applied)
+        shapes = [("image" if v.is_still else "clip", len(f), *_resized(f[0], self.image_max_side).size[::-1])
+                  for v, (f, _) in zip(visuals, sampled)]
+        plan = fit(shapes, self.budget, area_within, None if item is None else item.id)
+        out = []
+        for (frames, times), p in zip(sampled, plan):
+            out.append((shown(frames, p), times[kept(len(times), p.frames)]))
+        return out, None
 
     def _messages(self, prompt: Prompt, item: MultipleChoiceItem | None) -> tuple[list[dict], list[dict]]:
         """Texts in order; every visual (the item's clip, context slices and stills) as images or a video part,
         or left out when the backend is text only; with what was sent of each visual."""
+        parts_in = list(prompt.visual_parts(item, with_visuals=self.rule is not None))
+        visuals = [part for part in parts_in if isinstance(part, Visual)]
+        sampled, max_side = self._sampled(visuals, item)
+        frames_of = iter(sampled)
         parts: list[str | list[str] | dict] = []
         sent = []
-        for part in prompt.visual_parts(item, with_visuals=self.rule is not None):
+        for part in parts_in:
             if isinstance(part, Visual):
-                content, seen = self._visual(part)
+                content, seen = self._visual(part, *next(frames_of), max_side)
                 parts.append(content)
                 sent.append(seen)
             else:
