@@ -27,13 +27,14 @@ log = logging.getLogger(__name__)
 
 class TWFinchRetrieval:
     def __init__(self, window_seconds: float = 12.0, stride_seconds: float = 1.0, n_clusters: int = 100,
-                 seed: int = 43):
+                 seed: int = 43, tie_tolerance: float = 1e-6):
         if window_seconds <= 0 or stride_seconds <= 0 or n_clusters < 1:
             raise ConfigError("window_seconds and stride_seconds must be positive and n_clusters at least 1, got "
                               f"window_seconds={window_seconds}, stride_seconds={stride_seconds}, "
                               f"n_clusters={n_clusters}")
         self.window_seconds, self.stride_seconds = float(window_seconds), float(stride_seconds)
         self.n_clusters, self.seed = int(n_clusters), int(seed)
+        self.tie_tolerance = float(tie_tolerance)
 
     def window_starts(self, duration: float) -> np.ndarray:
         return np.arange(0.0, max(duration - self.window_seconds, 0.0) + 1e-9, self.stride_seconds)
@@ -45,7 +46,7 @@ class TWFinchRetrieval:
         centres = np.minimum(starts + self.window_seconds / 2, rec.duration)
         features = datamodule.window_features(datamodule.bank.load(video_id), rec.duration, centres,
                                               context_seconds=self.window_seconds)
-        return starts, tw_finch(features, self.n_clusters)
+        return starts, tw_finch(features, self.n_clusters, self.tie_tolerance)
 
     def predict(self, datamodule, split: str) -> dict[str, np.ndarray]:
         out = {}

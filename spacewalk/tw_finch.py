@@ -15,6 +15,15 @@ The algorithm, as the authors' reference code runs it:
   until K remain (the first partition when it already has fewer than K).
 First neighbours are computed exactly, in blocks of rows, so a 9-hour recording at one window a second
 (about 32,000 rows) needs no N x N matrix in memory.
+
+Ties (ours; `tie_tolerance`): on a transcript bank most windows repeat their neighbour's feature (silence, or
+the same sentences), so about half the rows have several first neighbours at distance 0, and the reference's
+argmin picks among them by the float rounding of 1 - cos (which can even come out below 0): a perturbation
+of the features far below float16's rounding changed the partitions of the real test recordings to an
+adjusted Rand index of 0.56-0.69 (docs/results.md, intra-video retrieval), which is why the same command
+gave different numbers on banks built on different CPUs. With `tie_tolerance` > 0 the cosine distance is
+clipped at 0 and rounded to that grid, and a row's first neighbour is, among those at its smallest distance,
+the nearest in time (then the lowest index). 0 keeps the reference's plain argmin.
 """
 
 from __future__ import annotations
@@ -33,19 +42,34 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
 
 
-def first_neighbours(features: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _cosine_distance(a: np.ndarray, b: np.ndarray, tie_tolerance: float) -> np.ndarray:
+    """1 - cos of unit rows; with a tolerance, clipped at 0 and rounded to its grid (module docstring)."""
+    d = 1.0 - a @ b.T
+    if tie_tolerance > 0:
+        d = np.round(np.maximum(d, 0.0) / tie_tolerance) * tie_tolerance
+    return d
+
+
+def first_neighbours(features: np.ndarray, times: np.ndarray,
+                     tie_tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """For each row, the index of the row nearest under cosine distance x |time difference| (itself
-    excluded; the lowest index on a tie), and that distance."""
+    excluded; on a tie the lowest index, or with `tie_tolerance` > 0 the nearest in time), and that distance."""
     n = len(features)
     unit = _unit(np.asarray(features, dtype=np.float32))
     times = np.asarray(times, dtype=np.float32)
     nearest, distance = np.zeros(n, np.int64), np.zeros(n, np.float32)
     for start in range(0, n, BLOCK_ROWS):
         stop = min(n, start + BLOCK_ROWS)
-        d = (1.0 - unit[start:stop] @ unit.T) * np.abs(times[start:stop, None] - times[None, :])
-        d[np.arange(stop - start), np.arange(start, stop)] = np.inf
-        nearest[start:stop] = np.argmin(d, axis=1)
-        distance[start:stop] = d[np.arange(stop - start), nearest[start:stop]]
+        apart = np.abs(times[start:stop, None] - times[None, :])
+        d = _cosine_distance(unit[start:stop], unit, tie_tolerance) * apart
+        rows = np.arange(stop - start)
+        d[rows, np.arange(start, stop)] = np.inf
+        if tie_tolerance > 0:
+            tied = d <= d.min(axis=1, keepdims=True)
+            nearest[start:stop] = np.argmin(np.where(tied, apart, np.inf), axis=1)
+        else:
+            nearest[start:stop] = np.argmin(d, axis=1)
+        distance[start:stop] = d[rows, nearest[start:stop]]
     return nearest, distance
 
 
@@ -61,9 +85,11 @@ def _means(data: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (sums / count[:, None]).astype(np.float32)
 
 
-def tw_finch(features: np.ndarray, n_clusters: int) -> np.ndarray:
+def tw_finch(features: np.ndarray, n_clusters: int, tie_tolerance: float = 0.0) -> np.ndarray:
     """Cluster labels [N] (0..n_clusters - 1, or fewer when FINCH's first partition has fewer) of the rows
-    of `features` [N, D], which are in time order."""
+    of `features` [N, D], which are in time order. `tie_tolerance`: the module docstring (0: the reference's)."""
+    if tie_tolerance < 0:
+        raise ConfigError(f"tie_tolerance must be 0 or positive, got {tie_tolerance}")
     if n_clusters < 1:
         raise ConfigError(f"n_clusters must be positive, got {n_clusters}")
     n = len(features)
@@ -71,13 +97,13 @@ def tw_finch(features: np.ndarray, n_clusters: int) -> np.ndarray:
         return np.zeros(n, np.int64)
     data = np.concatenate([np.asarray(features, dtype=np.float32),
                            ((np.arange(n) + 1.0) / n).astype(np.float32)[:, None]], axis=1)
-    labels = _components(n, first_neighbours(data[:, :-1], data[:, -1])[0])  # row -> cluster, first partition
+    labels = _components(n, first_neighbours(data[:, :-1], data[:, -1], tie_tolerance)[0])  # row -> cluster
     partitions = [labels]
     while True:
         means = _means(data, labels)
         if len(means) <= 1:
             break
-        merged = _components(len(means), first_neighbours(means[:, :-1], means[:, -1])[0])
+        merged = _components(len(means), first_neighbours(means[:, :-1], means[:, -1], tie_tolerance)[0])
         if merged.max() + 1 >= len(means) or merged.max() == 0:
             break  # no merge, or everything in one cluster: FINCH stops before that partition
         labels = merged[labels]
@@ -86,24 +112,24 @@ def tw_finch(features: np.ndarray, n_clusters: int) -> np.ndarray:
     if counts[0] <= n_clusters:
         return partitions[0]
     labels = partitions[max(i for i, c in enumerate(counts) if c >= n_clusters)]
-    return _merge_to(data, labels, n_clusters)
+    return _merge_to(data, labels, n_clusters, tie_tolerance)
 
 
-def _distances(means: np.ndarray) -> np.ndarray:
+def _distances(means: np.ndarray, tie_tolerance: float = 0.0) -> np.ndarray:
     """The temporally weighted distance matrix of cluster means [C, D + 1] (diagonal inf)."""
     unit = _unit(means[:, :-1])
-    d = (1.0 - unit @ unit.T) * np.abs(means[:, -1][:, None] - means[:, -1][None, :])
+    d = _cosine_distance(unit, unit, tie_tolerance) * np.abs(means[:, -1][:, None] - means[:, -1][None, :])
     np.fill_diagonal(d, np.inf)
     return d
 
 
-def _merge_to(data: np.ndarray, labels: np.ndarray, n_clusters: int) -> np.ndarray:
+def _merge_to(data: np.ndarray, labels: np.ndarray, n_clusters: int, tie_tolerance: float = 0.0) -> np.ndarray:
     """Merge the closest pair of first neighbours, one pair at a time, until n_clusters remain. What the
     reference code recomputes from scratch after each merge (all first neighbours of all means) is updated
     here: only the merged cluster's mean, and so its row and column of the distance matrix, change."""
     counts = np.bincount(labels).astype(np.float64)
     means = _means(data, labels).astype(np.float64)
-    d = _distances(means)
+    d = _distances(means, tie_tolerance)
     while len(means) > n_clusters:
         nearest = np.argmin(d, axis=1)
         a = int(np.argmin(d[np.arange(len(d)), nearest]))
@@ -113,7 +139,7 @@ def _merge_to(data: np.ndarray, labels: np.ndarray, n_clusters: int) -> np.ndarr
         means, counts = np.delete(means, hi, axis=0), np.delete(counts, hi)
         d = np.delete(np.delete(d, hi, axis=0), hi, axis=1)
         unit = _unit(means[:, :-1])
-        row = (1.0 - unit @ unit[lo]) * np.abs(means[:, -1] - means[lo, -1])
+        row = _cosine_distance(unit, unit[lo][None], tie_tolerance)[:, 0] * np.abs(means[:, -1] - means[lo, -1])
         row[lo] = np.inf
         d[lo], d[:, lo] = row, row
         labels = np.where(labels == hi, lo, labels)

@@ -14,7 +14,7 @@ from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead, TwoTowerHead, break_ties
 from models.intra_video_retrieval_baselines import TWFinchRetrieval
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.io import load_json
 from spacewalk.spacewalk18.dataset import FPS, Spacewalk18
 from spacewalk.spacewalk18.feature_bank import BankConfig
@@ -160,6 +160,32 @@ def test_first_neighbours_weigh_feature_distance_by_time():
     nearest, _ = first_neighbours(f, t)
     # row 0: row 2 is identical (distance 0), row 1 orthogonal: 2 wins despite being farther in time
     assert nearest.tolist()[0] == 2 and nearest[3] == 2
+
+
+def test_tied_first_neighbours_go_to_the_nearest_in_time_with_a_tolerance():
+    from spacewalk.tw_finch import _cosine_distance
+
+    f = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [1.0, 0.0]], np.float32)
+    t = np.array([0.2, 0.4, 0.6, 0.8, 1.0], np.float32)
+    # row 4 ties at distance 0 with rows 0, 2 and 3: the reference's argmin takes the lowest index, ours the
+    # nearest in time
+    assert first_neighbours(f, t)[0][4] == 0 and first_neighbours(f, t, tie_tolerance=1e-6)[0][4] == 3
+    # 1 - cos below 0 (float rounding) is clipped: it must not make a far row nearer than an identical one
+    a = np.array([[1.0000001, 0.0]], np.float32)
+    assert _cosine_distance(a, a, 0.0)[0, 0] < 0 and _cosine_distance(a, a, 1e-6)[0, 0] == 0
+
+
+def test_a_tolerance_makes_tw_finch_indifferent_to_float_rounding_on_repeated_rows():
+    # a transcript bank: long runs of one repeated feature (silence, the same sentences); a perturbation far
+    # below float16's rounding must not change the partition
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((12, 16))
+    features = np.repeat(centres[rng.integers(0, 12, 40)], rng.integers(1, 30, 40), axis=0).astype(np.float32)
+    noisy = (features * (1 + rng.normal(0, 2 ** -14, features.shape))).astype(np.float32)
+    for k in (5, 20):
+        assert (tw_finch(features, k, 1e-6) == tw_finch(noisy, k, 1e-6)).all()
+    with pytest.raises(ConfigError, match="tie_tolerance"):
+        tw_finch(features, 5, -1.0)
 
 
 def test_tw_finch_finds_temporal_blocks():
