@@ -11,9 +11,10 @@ retrieval, the multiple-choice tasks, where a group of them, e.g. `per_type` or 
 dicts) or beside each HiREST task's numbers (`{split: {task: {..., "intervals": {...}}}}`). The headline numbers of
 a run are exactly those, named by their path with "/" (`Accuracy`, `per_domain/surgery`,
 `test/moment_retrieval/R@0.5`), with the interval's `estimate` (the official number) as the value. Beside them,
-numbers that have no interval yet: HiREST captioning's overall corpus metrics (`test/step_captioning/CIDEr`, from
-its `"all"`), `best_val_loss`, intra-video retrieval's `val/Accuracy` and the plan decoding's `decoded/Accuracy`,
-`mAP`, `IoU`. A run
+numbers that have no interval: HiREST captioning's overall corpus metrics (`test/step_captioning/CIDEr`, from
+its `"all"`), `best_val_loss`, intra-video retrieval's `val/Accuracy`, and the plan decoding's `decoded/Accuracy`,
+`mAP`, `IoU` of a run decoded before its decoded numbers had intervals (they are under `decoded/intervals` since). A
+run
 written with `metrics.bootstrap.n_resamples=0` (or before the intervals) falls back to its top-level `Accuracy`,
 `mAP`, `IoU`, `accuracy`, without intervals. Any other number of metrics.json can still be asked for by its path
 (`metric_value`).
@@ -34,7 +35,7 @@ from spacewalk.io import load_json
 from spacewalk.provenance import command_line, read_provenance
 
 METRICS_FILE = "metrics.json"
-# numbers reported beside the intervals' ones, without an interval (docs/architecture.md: not covered yet)
+# numbers reported beside the intervals' ones, without an interval (the decoded ones: of runs decoded before theirs)
 WITHOUT_INTERVALS = ("best_val_loss", "val/Accuracy", "decoded/Accuracy", "decoded/mAP", "decoded/IoU")
 # a run without "intervals" (n_resamples=0, or written before them): its top-level headline numbers
 FALLBACK = ("Accuracy", "mAP", "IoU", "accuracy")

@@ -254,6 +254,9 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
     log.info("decoding=%s: chosen on val %s, %s", name, emissions, chosen)
     decoded = run("test", chosen)
     result = metrics("test", decoded)
+    intervals = decoded_intervals(cfg, recordings, samples["test"], decoded, result)
+    if intervals is not None:  # the same bootstrap as the raw test numbers, so the two rows compare
+        result["intervals"] = intervals
     out_dir = output_dir / "decoded" / name
     write_step_predictions(out_dir / "predictions.json", {v: d.labels for v, d in decoded.items()},
                            {v: d.posteriors for v, d in decoded.items()})
@@ -272,6 +275,20 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
     log.info("decoded (%s) test: Accuracy %.2f, mAP %s, IoU %.2f -> %s", name, result["Accuracy"],
              f"{result['mAP']:.2f}" if result["mAP"] is not None else "-", result["IoU"], out_dir)
     return {"decoding": name, "settings": asdict(chosen), "emissions": asdict(emissions), **result}
+
+
+def decoded_intervals(cfg: DictConfig, recordings, samples, decoded, result) -> dict[str, Any] | None:
+    """The bootstrap intervals of the decoded test metrics (metrics.bootstrap; None when off): recordings, then
+    samples within them, the decoded labels for Accuracy and the posteriors for mAP, as the raw test's."""
+    from spacewalk.spacewalk18.intervals import step_recognition_intervals
+    from spacewalk.training.common import bootstrap_options
+
+    options = bootstrap_options(cfg)
+    if options is None:
+        return None
+    return step_recognition_intervals({v: recordings[v] for v in decoded}, {v: samples[v] for v in decoded},
+                                      {v: d.labels for v, d in decoded.items()},
+                                      {v: d.posteriors for v, d in decoded.items()}, result, options)
 
 
 def read_raw_predictions(output_dir: Path, datamodule, fallback: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -191,6 +191,15 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     official = official_scores(tmp_path / "synthetic", "test", decoded_dir / "predictions.json")
     assert {k: decoded[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
     assert metrics(run_dir)["decoded"]["Accuracy"] == decoded["Accuracy"]
+    # the decoded numbers carry intervals (the same bootstrap as the raw ones), which the tables read
+    from spacewalk.run_dirs import read_run
+
+    for name in ("Accuracy", "mAP", "IoU"):
+        interval = decoded["intervals"][name]
+        assert interval["estimate"] == decoded[name] and interval["low"] <= decoded[name] <= interval["high"]
+        assert interval["unit"] == metrics(run_dir)["intervals"][name]["unit"]
+    headline = read_run(run_dir).headline["decoded/Accuracy"]
+    assert (headline.value, headline.low) == (decoded["Accuracy"], decoded["intervals"]["Accuracy"]["low"])
     # chosen on val among the configured candidates, each with its val metrics
     assert decoded["settings"] in [{k: c[k] for k in decoded["settings"]} for c in decoded["val_candidates"]]
     assert len(decoded["val_candidates"]) == 8 * 3 * 5 * 3
