@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
@@ -122,3 +123,19 @@ def toy_items(folder: Path, n: int) -> list[MultipleChoiceItem]:
     return [MultipleChoiceItem(id=f"q{i:02d}", question=f"question {i}?", options=("x", "y", "z"), answer=i % 3,
                                visual=Visual(frames=tuple(paths), frame_times=(0.0, 1.0, 2.0)))
             for i in range(n)]
+
+
+def stub_fixture(base_url_variable: str = "TEST_BASE_URL", **variables: str):
+    """A pytest fixture serving a fresh Stub per test, its URL in `base_url_variable` and each of `variables` set in
+    the environment for the test's duration (e.g. an API key): `stub = stub_fixture(TEST_API_KEY="sk-test")`."""
+
+    @pytest.fixture
+    def stub(monkeypatch):
+        server = Stub()
+        monkeypatch.setenv(base_url_variable, server.url)
+        for name, value in variables.items():
+            monkeypatch.setenv(name, value)
+        yield server
+        server.close()
+
+    return stub

@@ -17,7 +17,7 @@ from spacewalk.egocross.synthetic import ANSWERS_FILE, Options, generate_egocros
 from spacewalk.multiple_choice import tiny_models
 from spacewalk.score import main as score_main
 
-from openai_stub import Stub
+from openai_stub import stub_fixture
 
 MARK_4, NO_MARK, MARK_2 = '{"mark": 4, "reason": "same meaning"}', "The prediction looks right to me.", '{"mark": 2}'
 
@@ -28,13 +28,8 @@ def data(tmp_path_factory):
     return root, EgoCross(root, answers=root / ANSWERS_FILE).questions
 
 
-@pytest.fixture
-def stub(monkeypatch):
-    server = Stub()
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)  # the judge's defaults: never the real API here
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-judge")
-    yield server
-    server.close()
+# the judge's defaults: never the real API here
+stub = stub_fixture("OPENAI_BASE_URL", OPENAI_API_KEY="sk-judge")
 
 
 def prediction(q, kind: int):

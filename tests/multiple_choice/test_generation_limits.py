@@ -28,15 +28,9 @@ from spacewalk.spacewalk18.question_answering import QuestionAnswering
 from spacewalk.spacewalk18.step_recognition_questions import StepRatingQuestions, StepRecognitionQuestions
 
 from conftest import compose_evaluate
-from openai_stub import Stub
+from openai_stub import stub_fixture
 
-
-@pytest.fixture
-def stub(monkeypatch):
-    server = Stub()
-    monkeypatch.setenv("TEST_BASE_URL", server.url)
-    yield server
-    server.close()
+stub = stub_fixture()
 
 
 def api(**settings) -> OpenAIChatBackend:

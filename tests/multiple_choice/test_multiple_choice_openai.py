@@ -20,16 +20,9 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.parsing import parse_letter
 from spacewalk.multiple_choice.task import Prompt
 
-from openai_stub import Stub
+from openai_stub import stub_fixture
 
-
-@pytest.fixture
-def stub(monkeypatch):
-    server = Stub()
-    monkeypatch.setenv("TEST_BASE_URL", server.url)
-    monkeypatch.setenv("TEST_API_KEY", "sk-test")
-    yield server
-    server.close()
+stub = stub_fixture(TEST_API_KEY="sk-test")
 
 
 def client(**settings) -> OpenAIChatBackend:

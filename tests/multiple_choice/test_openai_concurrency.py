@@ -19,17 +19,12 @@ from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 
-from openai_stub import Stub, Task, by_question, question_of, toy_items
+from openai_stub import Task, by_question, question_of, stub_fixture, toy_items
 
 FILES = ("records.jsonl", "prompt_parts.jsonl", "metrics.json", "answers.json", "run.json")
 
 
-@pytest.fixture
-def stub(monkeypatch):
-    server = Stub()
-    monkeypatch.setenv("TEST_BASE_URL", server.url)
-    yield server
-    server.close()
+stub = stub_fixture()
 
 
 def client(**settings) -> OpenAIChatBackend:

@@ -29,7 +29,7 @@ from spacewalk.spacewalk18.open import open_spacewalk18
 from spacewalk.spacewalk18.question_answering import QuestionAnswering
 
 from conftest import REPO
-from openai_stub import Stub
+from openai_stub import stub_fixture
 
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
              retrieval_samples_per_video=4, questions_per_video=4)
@@ -229,12 +229,7 @@ def test_model_configs_hold_the_budget_at_its_defaults(name, backend):
 # ---- the OpenAI-compatible backend, against the stub server ----
 
 
-@pytest.fixture
-def stub(monkeypatch):
-    server = Stub()
-    monkeypatch.setenv("TEST_BASE_URL", server.url)
-    yield server
-    server.close()
+stub = stub_fixture()
 
 
 def chat_client(**settings):
