@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from spacewalk.errors import ConfigError
 
 
@@ -32,4 +34,9 @@ def dataset_root(root: str | Path | None, synthetic_root: str | Path | None, see
     options = dict(synthetic or {})
     if "seed" in options:  # one place for the seed, so that a run's config says it once
         raise ConfigError(f"data.synthetic.seed={options['seed']!r}: the synthetic {name}'s seed is data.seed")
-    return Path(ensure(synthetic_root, seed=seed, **options))
+    # parallel jobs (hydra/launcher=local, a SLURM array on a shared disk) write the same set: the first writes it,
+    # the others wait for it here and then find it made, instead of writing it again over the first's
+    target = Path(synthetic_root)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(target.parent / f".{target.name}.lock"):
+        return Path(ensure(synthetic_root, seed=seed, **options))

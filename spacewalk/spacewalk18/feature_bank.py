@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from filelock import FileLock
 
 from spacewalk.errors import ConfigError, DataError
 from spacewalk.frame_prefetch import DecodeAhead, check_settings
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 BANK_VERSION = 1
 META_FILE = "meta.json"
 TEXT_PART = "text"  # subfolder of an external folder: the text arrays we build for it
+LOCKS = ".locks"  # one lock file per recording: parallel builders of one bank take turns on each recording
 TEXT_FIELDS = ("cell_text", "sentence_text", "step_narration", "step_caption")
 TIME_FIELDS = ("sentence_start", "sentence_end")
 # BankConfig fields that change how a bank is built, never its arrays: not part of meta.json
@@ -165,11 +167,19 @@ class FeatureBank:
             if part is None:
                 continue
             folder, with_video = part
-            reason = self._staleness(folder, rec, with_video)
-            if reason is None:
+            if self._staleness(folder, rec, with_video) is None:
                 continue
-            log.info("feature bank: building %s (%s)", video_id, reason)
-            self._build_recording(rec, folder, with_video, progress)
+            # parallel jobs sharing a bank (hydra/launcher=local, an array of SLURM jobs): one builds a recording,
+            # the others wait for it and then find it fresh, rather than each building it and replacing the others'
+            locks = self.directory / LOCKS
+            locks.mkdir(parents=True, exist_ok=True)
+            with FileLock(locks / f"{video_id}.lock"):
+                reason = self._staleness(folder, rec, with_video)
+                if reason is None:
+                    log.info("feature bank: %s was built by another process meanwhile", video_id)
+                    continue
+                log.info("feature bank: building %s (%s)", video_id, reason)
+                self._build_recording(rec, folder, with_video, progress)
             built.append(video_id)
         return built
 

@@ -5,6 +5,8 @@ import hashlib
 import json
 import logging
 import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,7 @@ import pytest
 from spacewalk.errors import ConfigError, DataError
 from spacewalk.grid import num_cells
 from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
-from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank
+from spacewalk.spacewalk18.feature_bank import LOCKS, BankConfig, FeatureBank, RecordingBank
 from spacewalk.spacewalk18.windows import TranscriptIndex, Window
 from spacewalk.video import dense_timestamps, segment_timestamps
 
@@ -36,7 +38,8 @@ def synthetic_copy(synthetic_root, tmp_path) -> Path:
 
 
 def folders(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+    """What a bank directory holds, but its lock files (.locks/, empty files that stay: filelock's way)."""
+    return sorted(p.name for p in directory.iterdir() if p.name != LOCKS) if directory.exists() else []
 
 
 # ---- the grid -------------------------------------------------------------------------------------
@@ -71,6 +74,24 @@ def test_cell_grid_at_its_edges():
 
 
 # ---- text-only banks (the hand-made root: no videos) ------------------------------------------------
+
+
+class SlowText(FakeText):
+    """Encodes slowly, so that two builders started together both find every recording stale at first."""
+
+    def encode(self, texts):
+        time.sleep(0.05)
+        return super().encode(texts)
+
+
+def test_two_builders_of_one_bank_build_each_recording_once(tiny_root, tmp_path):
+    # parallel jobs (hydra/launcher=local) share a bank: the second waits for the first's recording, then uses it
+    data = Spacewalk18(tiny_root)
+    builders = [FeatureBank(tmp_path / "bank", data, SlowText(), FakeVideo(), SMALL) for _ in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        built = [f.result() for f in [pool.submit(b.build, progress=False) for b in builders]]
+    assert sorted(built[0] + built[1]) == sorted(data.recordings)
+    assert all(builders[0].is_fresh(v) and builders[1].load(v).num_cells > 0 for v in data.recordings)
 
 
 def test_text_only_bank(tiny_root, tmp_path):
