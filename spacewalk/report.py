@@ -283,9 +283,24 @@ def _rescored_value(value: Any) -> float | None:
     return None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
 
 
+DECODED = "decoded/"
+
+
+def _rescored_run(run: RunDir, metrics: Sequence[str], rescore: Rescore) -> dict[str, Any]:
+    """The run's numbers re-scored from its predictions; the plan decoding's (`decoded/...`) from the decoded
+    predictions it wrote (`<run>/decoded/<name>/`, re-scored as a run of their own)."""
+    rescored = dict(rescore(run.path))
+    decoding = (run.metrics or {}).get("decoded")
+    if any(name.startswith(DECODED) for name in metrics) and isinstance(decoding, Mapping):
+        folder = run.path / "decoded" / str(decoding.get("decoding"))
+        if folder.is_dir():
+            rescored.update({DECODED + name: value for name, value in rescore(folder).items()})
+    return rescored
+
+
 def check_run(run: RunDir, metrics: Sequence[str], rescore: Rescore) -> list[str]:
     """What of `metrics` no longer comes out of the run's recorded predictions as metrics.json holds it."""
-    rescored = rescore(run.path)
+    rescored = _rescored_run(run, metrics, rescore)
     problems = []
     for name in metrics:
         recorded = run.headline.get(name)

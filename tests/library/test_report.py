@@ -152,6 +152,24 @@ def test_check_flags_a_cell_whose_run_no_longer_rescores(tmp_path, monkeypatch, 
     assert main([str(root), "--check", "--rows", "model,experiment,decoding"]) == 0
 
 
+def test_check_rescores_the_decoded_numbers_from_the_decoded_predictions(tmp_path, monkeypatch, capsys):
+    run = write_run(tmp_path / "run", ["model=lfb_cat", "context=5min", "decoding=within_window"],
+                    step_metrics(19.0, 18.0, 6.0, decoded={"decoding": "within_window", "Accuracy": 19.5,
+                                                           "mAP": 25.0, "IoU": 6.5}))
+    (run / "decoded" / "within_window").mkdir(parents=True)
+    decoded = {"Accuracy": 19.5, "mAP": 25.0, "IoU": 6.5}
+
+    def rescore_run(run_dir):
+        return decoded if run_dir.name == "within_window" else {"Accuracy": 19.0, "mAP": 18.0, "IoU": 6.0}
+
+    monkeypatch.setitem(sys.modules, "spacewalk.rescore", types.SimpleNamespace(rescore_run=rescore_run))
+    flags = ["--metrics", "decoded/Accuracy,decoded/mAP,decoded/IoU", "--check"]
+    assert main([str(run), *flags]) == 0
+    decoded["mAP"] = 24.0  # the decoded predictions no longer give the recorded mAP
+    assert main([str(run), *flags]) == 1
+    assert f"{run}: decoded/mAP is 25.0 in metrics.json, re-scored 24.0" in capsys.readouterr().out
+
+
 def test_check_without_the_rescoring_module_says_so(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "spacewalk.rescore", None)  # importing it raises ImportError
     with pytest.raises(SystemExit) as ended:
