@@ -40,6 +40,8 @@ from spacewalk.training.common import (
 from spacewalk.training.tasks import model_choice
 
 log = logging.getLogger(__name__)
+# trainer keys that say which machine runs (not what is computed): a re-test takes them from its own command
+RETEST_HARDWARE = ("accelerator", "devices", "num_nodes", "strategy")
 
 
 def recipe(cfg: DictConfig) -> Recipe:
@@ -90,11 +92,19 @@ class Recipe:
 
     def retest_config(self, cfg: DictConfig, run_cfg: DictConfig) -> DictConfig:
         """The finished run's config for evaluate.py ckpt_path=..., with what the command may change (plots, the
-        intervals)."""
+        intervals, the machine)."""
         with open_dict(run_cfg):
             run_cfg.plots = cfg.get("plots", True)
             if cfg.get("metrics") is not None:  # the command's intervals (metrics.bootstrap)
                 run_cfg.metrics = cfg.metrics
+            if cfg.get("trainer") is not None and run_cfg.get("trainer") is not None:
+                # the machine is the command's: a run trained on 2 nodes of 4 GPUs re-tests on this one's devices
+                # (what the numbers depend on, e.g. the precision, stays the run's)
+                for key in RETEST_HARDWARE:
+                    if key in cfg.trainer:
+                        run_cfg.trainer[key] = cfg.trainer[key]
+                    elif key in run_cfg.trainer:
+                        del run_cfg.trainer[key]
         return run_cfg
 
     def build(self, cfg: DictConfig, output_dir: Path) -> tuple[Any, pl.LightningModule]:

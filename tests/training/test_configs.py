@@ -270,3 +270,18 @@ def test_train_refuses_to_resume_from_a_truncated_checkpoint_before_reading_data
     with pytest.raises(ValueError, match=f"ckpt_path={torn}: {torn} is not a whole checkpoint"):
         train(cfg)
     assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
+def test_a_retest_runs_on_the_commands_machine_with_the_runs_numerics():
+    # a run trained on 2 nodes of 4 GPUs under DDP, re-tested here: evaluate.py's devices, the run's precision
+    from spacewalk.training.run import recipe
+
+    run_cfg = compose_train("model=lfb_avg", "trainer.devices=4", "+trainer.num_nodes=2", "+trainer.strategy=ddp",
+                            "+trainer.precision=bf16-mixed")
+    cfg = compose_evaluate("trainer.devices=1")
+    retest = recipe(run_cfg).retest_config(cfg, run_cfg.copy())
+    assert retest.trainer.devices == 1 and "num_nodes" not in retest.trainer and "strategy" not in retest.trainer
+    assert retest.trainer.precision == "bf16-mixed" and retest.trainer.max_epochs == run_cfg.trainer.max_epochs
+    on_two = recipe(run_cfg).retest_config(compose_evaluate("trainer.devices=2", "+trainer.strategy=ddp"),
+                                           run_cfg.copy())
+    assert (on_two.trainer.devices, on_two.trainer.strategy) == (2, "ddp")
