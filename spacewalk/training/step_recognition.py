@@ -18,6 +18,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, open_dict
 
+from spacewalk.errors import ConfigError
 from spacewalk.training.build import build_datamodule, build_model
 from spacewalk.training.run import Recipe, Run
 
@@ -88,9 +89,12 @@ class StepRecognition(Recipe):
     validate_kept = False  # tau travels in the checkpoint (run.py)
 
     def check(self, cfg: DictConfig) -> None:
+        from spacewalk.spacewalk18.dataset import SPLITS
         from spacewalk.training import decoding
 
         decoding.enabled(cfg)  # a misspelt decoding.name is refused now, not after the whole fit and test
+        if cfg.get("split") is not None and cfg.split not in SPLITS:  # before any data is read or written
+            raise ConfigError(f"split={cfg.split}: step recognition scores one of {', '.join(SPLITS)}")
 
     def retest_config(self, cfg: DictConfig, run_cfg: DictConfig) -> DictConfig:
         """`decoding=...` on the evaluate.py command line decodes the checkpoint (re-decoding a finished run)."""

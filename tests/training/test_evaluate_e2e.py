@@ -88,3 +88,10 @@ def test_fit_split_must_differ_from_the_scored_split(tiny_root, tmp_path):
     result = run_command("evaluate.py", "data=spacewalk18", f"data.root={tiny_root}", "split=train",
                          f"hydra.run.dir={tmp_path}", check=False)
     assert result.returncode != 0 and "never takes statistics from the split it is scored on" in result.stderr
+
+
+def test_an_unknown_split_is_refused_before_the_synthetic_set_is_written(tmp_path):
+    result = run_command("evaluate.py", "split=foo", f"paths.data_dir={tmp_path / 'data'}",
+                         f"hydra.run.dir={tmp_path / 'run'}", check=False)
+    assert result.returncode != 0 and "split=foo: step recognition scores one of train, val, test" in result.stderr
+    assert not (tmp_path / "data").exists()  # nothing read or written first
