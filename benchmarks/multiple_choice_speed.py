@@ -27,8 +27,8 @@ Qwen2.5-VL-7B-Instruct's processor bounds, counted (not run): visual tokens, hos
         [--transformers] [--one-hour]
 
 Each configuration answers the same items into a fresh run directory, --runs times (interleaved); the table
-gives the median items per second (items / wall time of runner.run) and the speed-up over the first setting
-(1 request in flight, chunk 1).
+gives the median items per second (items / wall time of runner.run), the speed-up of the medians over the
+first setting (1 request in flight, chunk 1) and the runs' range.
 """
 
 from __future__ import annotations
@@ -192,15 +192,22 @@ def config_budget(config: str = MODEL_CONFIG) -> VisualBudget:
 def one_hour_costs(frames: int = 768, height: int = 720, width: int = 1280,
                    config: str = MODEL_CONFIG) -> list[tuple[str, dict]]:
     """A one-hour clip's `frames` (Qwen's rule: 2 fps, at most 768) at height x width on Qwen2.5-VL-7B: at the
-    config's budget, with no budget (the processor's bounds alone), and as qwen-vl-utils and lmms-eval size it."""
+    config's budget (max_pixels, min_pixels, max_total_pixels), with no budget (the 7B's processor bounds alone,
+    or those of transformers' Qwen2VLVideoProcessor class, for a checkpoint with a video processor config of its
+    own), and as qwen-vl-utils and lmms-eval size it."""
     qvu = qwen_vl_utils_max_pixels(frames)
     # lmms-eval's qwen2_5_vl (min_pixels 256*28*28, max_pixels 1605632, max_num_frames 32): qwen-vl-utils sizes the
     # 768 frames (its cap wins over the larger max_pixels asked for), then 32 are kept plus the last one
     lmms_min = 256 * 28 * 28
     lmms_max = min(1605632, qwen_vl_utils_max_pixels(frames, lmms_min))
+    budget = config_budget(config)
     return [
-        (f"conf/model/{config}.yaml budget", qwen_video_cost(frames, height, width, budget=config_budget(config))),
+        (f"{config}.yaml: {budget.max_pixels}, {budget.min_pixels}, {budget.max_total_pixels}",
+         qwen_video_cost(frames, height, width, budget=budget)),
         ("no budget: the 7B processor's bounds", qwen_video_cost(frames, height, width)),
+        # Qwen2VLVideoProcessor's class bounds are qwen-vl-utils' per-frame ones, without its total
+        ("no budget: transformers' video bounds",
+         qwen_video_cost(frames, height, width, (VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS))),
         ("qwen-vl-utils 0.0.10 defaults", qwen_video_cost(frames, height, width, (VIDEO_MIN_PIXELS, qvu))),
         ("lmms-eval qwen2_5_vl defaults", qwen_video_cost(33, height, width, (lmms_min, lmms_max))),
     ]
@@ -249,10 +256,10 @@ def one_hour(scratch: Path, config: str, max_tokens: int) -> None:
           f"{got['rss_peak_mb']:.0f} MB after")
     print(f"\nthe same clip at 1280x720 ({visual['frames']} frames) on Qwen2.5-VL-7B-Instruct, counted "
           f"(its context: {QWEN_7B_POSITIONS} positions):")
-    print(f"{'setting':<40} {'frames':>6} {'size':>9} {'visual tokens':>13} {'x context':>9} {'decoded GB':>10} "
+    print(f"{'setting':<44} {'frames':>6} {'size':>9} {'visual tokens':>13} {'x context':>9} {'decoded GB':>10} "
           f"{'pixels GB':>9} {'KV GB':>6} {'MLP out GB':>10}")
     for name, cost in one_hour_costs(visual["frames"], config=config):
-        print(f"{name:<40} {cost['frames']:>6} {'x'.join(map(str, cost['size'])):>9} {cost['visual_tokens']:>13} "
+        print(f"{name:<44} {cost['frames']:>6} {'x'.join(map(str, cost['size'])):>9} {cost['visual_tokens']:>13} "
               f"{cost['visual_tokens'] / QWEN_7B_POSITIONS:>9.2f} {cost['decoded_bytes'] / 1e9:>10.2f} "
               f"{cost['pixel_values_bytes'] / 1e9:>9.2f} {cost['kv_cache_bytes'] / 1e9:>6.1f} "
               f"{cost['mlp_output_bytes'] / 1e9:>10.1f}")
@@ -316,7 +323,7 @@ def main() -> None:
 
                 backend = model_backend(scratch / "tiny" / "qwen2_5_vl", args.model_config,
                                         num_frames=args.frames, max_new_tokens=args.max_tokens)
-                name = (f"{args.model_config}, tiny Qwen2.5-VL, CPU ({torch.get_num_threads()} threads), "
+                name = (f"{args.model_config}, tiny Qwen2.5-VL, CPU, {torch.get_num_threads()} torch thread(s), "
                         f"{args.frames} frames, {args.max_tokens} tokens")
                 for chunk in args.chunks:
                     settings.append((name, f"chunk {chunk}",
@@ -325,12 +332,13 @@ def main() -> None:
             for run in range(args.runs):
                 for i, (_, _, measure) in enumerate(settings):
                     speeds[i].append(measure(scratch / "runs" / f"setting{i}-run{run}"))
-            print(f"{'backend':<66} {'setting':>12} {'items/s':>8} {'x first':>7}")
+            print(f"{'backend':<72} {'setting':>11} {'items/s':>8} {'x first':>7} {'runs, items/s':>14}")
             first: dict[str, float] = {}
             for i, (name, setting, _) in enumerate(settings):
                 median = statistics.median(speeds[i])
                 first.setdefault(name, median)
-                print(f"{name:<66} {setting:>12} {median:>8.2f} {median / first[name]:>7.2f}", flush=True)
+                spread = f"{min(speeds[i]):.2f}-{max(speeds[i]):.2f}"
+                print(f"{name:<72} {setting:>11} {median:>8.2f} {median / first[name]:>7.2f} {spread:>14}", flush=True)
         finally:
             if stub is not None:
                 stub.close()
