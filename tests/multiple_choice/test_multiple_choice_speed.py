@@ -51,5 +51,11 @@ def test_one_hour_figures():
     reference = costs["qwen-vl-utils 0.0.10 defaults"]
     assert reference["size"] == [644, 336] and reference["visual_tokens"] == 384 * 12 * 23
     assert reference["visual_tokens"] <= 0.9 * speed.QWEN_7B_POSITIONS
+    # the config's budget (conf/model/mc_qwen2_5_vl.yaml: qwen-vl-utils' video defaults) under the 7B's context: all 768
+    # frames, shrunk to the largest common size that fits, a row of tokens larger than qwen-vl-utils' own rounding
+    (config,) = [cost for name, cost in costs.items() if name.startswith("mc_qwen2_5_vl.yaml")]
+    assert config["frames"] == 768 and config["size"] == [644, 364] and config["visual_tokens"] == 384 * 13 * 23
+    assert config["frames"] * 644 * 364 <= 2 * speed.VIDEO_TOTAL_PIXELS
+    assert config["visual_tokens"] <= 0.9 * speed.QWEN_7B_POSITIONS
     lmms = costs["lmms-eval qwen2_5_vl defaults"]
     assert lmms["frames"] == 33 and lmms["size"] == [644, 336] and lmms["visual_tokens"] == 17 * 12 * 23
