@@ -10,6 +10,7 @@ import json
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 from PIL import Image
 
 from spacewalk.egocross.synthetic import Options as EgoCrossOptions
@@ -21,7 +22,7 @@ from spacewalk.multiple_choice.backends import transformers_vlm
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.score import main as score_main
 
-from conftest import run_command
+from conftest import REPO, run_command
 
 ES_OPTIONS = dict(n_questions=6, n_answered=4, seconds=4, fps=2, frame_size=32)
 EC_OPTIONS = dict(per_category=1, frames=[3, 5], frame_size=32)
@@ -59,10 +60,13 @@ def test_evaluate_egoschema_with_a_tiny_qwen2_5_vl(checkpoints, tmp_path, capsys
     prompts = {r.item_id: r.prompt for r in runner.read_run(out)}  # the compact records, prompts read back
     assert all(isinstance(r["reply"], str) and prompts[r["item_id"]].endswith("given choices directly.")
                for r in records)
-    # what the model saw, per item, and the run's frame rule and visual budget (spacewalk/multiple_choice/budget.py)
-    assert all(r["meta"]["visuals"] == [{"kind": "clip", "frames": 4, "size": [56, 56]}] for r in records)
+    # what the model saw, per item, and the run's frame rule and visual budget (spacewalk/multiple_choice/budget.py):
+    # the config's (qwen-vl-utils' video defaults), whose min_pixels (128 tokens) enlarges the 32x32 frames to 336x336
+    assert all(r["meta"]["visuals"] == [{"kind": "clip", "frames": 4, "size": [336, 336]}] for r in records)
     run = json.loads((out / "run.json").read_text())
-    budget = dict.fromkeys(("max_pixels", "min_pixels", "max_total_pixels"))
+    config = OmegaConf.load(REPO / "conf/model/mc_qwen2_5_vl.yaml")
+    budget = {k: config[k] for k in ("max_pixels", "min_pixels", "max_total_pixels")}
+    assert budget == {"max_pixels": 602112, "min_pixels": 100352, "max_total_pixels": 180633600}
     assert run["visual"] == {"frames": {"num_frames": 4, "fps": None, "max_frames": None}, **budget,
                              "rule": "spacewalk/multiple_choice/budget.py"}
     assert {k: run["model"][k] for k in budget} == budget  # the model config's settings, as given

@@ -219,11 +219,16 @@ def test_llava_over_budget_gets_fewer_frames_and_refuses_pixel_bounds(qa, tmp_pa
                                            ("mc_llava_onevision", TransformersVLMBackend),
                                            ("mc_openai", OpenAIChatBackend)])
 def test_model_configs_hold_the_budget_at_its_defaults(name, backend):
+    """Every backend's own default is no budget; mc_qwen2_5_vl's config sets qwen-vl-utils' video defaults (128 to 768
+    tokens a frame, a clip within 0.9 x 128000 tokens' pixels per pair of frames), the others none."""
     config = OmegaConf.load(REPO / f"conf/model/{name}.yaml")
     parameters = inspect.signature(backend).parameters
     keys = ("max_total_pixels",) if name == "mc_llava_onevision" else ("max_pixels", "min_pixels", "max_total_pixels")
+    qwen_vl_utils = {"max_pixels": 768 * 28 * 28, "min_pixels": 128 * 28 * 28,
+                     "max_total_pixels": 2 * int(128000 * 28 * 28 * 0.9)}
     for key in keys:
-        assert config[key] is None and parameters[key].default is None
+        assert config[key] == (qwen_vl_utils[key] if name == "mc_qwen2_5_vl" else None)
+        assert parameters[key].default is None
 
 
 # ---- the OpenAI-compatible backend, against the stub server ----
