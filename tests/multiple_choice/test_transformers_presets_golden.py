@@ -26,7 +26,8 @@ GOLDEN = Path(__file__).parent / "golden" / "transformers_presets.json"
 SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
              retrieval_samples_per_video=4, questions_per_video=4)
 # (family, backend settings) per scenario (LLaVA-OneVision's processor stacks a call's videos, so it is not given
-# the row whose clip and context clip differ in length: it never could take it); the budgets are the ones test_visual_budget.py exercises
+# the row whose clip and context clip differ in length: it never could take it); the budgets are the ones
+# test_visual_budget.py exercises
 SETTINGS = {
     "qwen2_5_vl": {"frames4": {"num_frames": 4}, "default": {}, "fps1": {"fps": 1.0, "max_frames": 3},
                    "budget": {"num_frames": 4, "min_pixels": 28 * 28, "max_total_pixels": 4 * 28 * 28},
