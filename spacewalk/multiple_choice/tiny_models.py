@@ -26,7 +26,8 @@ from spacewalk.errors import ConfigError
 
 FAMILIES = ("qwen2_5_vl", "llava_onevision", "qwen3_vl", "gemma3")
 
-# a ChatML template of the kind the Qwen and LLaVA families ship, with each family's visual token in place of VIDEO / IMAGE
+# a ChatML template of the kind the Qwen and LLaVA families ship, with each family's visual token in place of
+# VIDEO / IMAGE
 TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
             "{% for part in message['content'] %}{% if part['type'] == 'video' %}VIDEO"
             "{% elif part['type'] == 'image' %}IMAGE"

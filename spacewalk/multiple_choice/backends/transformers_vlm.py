@@ -106,15 +106,18 @@ FAMILIES = load_families()
 
 
 def video_metadata(times) -> dict[str, Any]:
-    """A video's metadata for a processor that writes frame times into the prompt: the frames' times in seconds as
-    its frame "indices" at 1 fps (so index / fps is the time); frames without times (an extracted frame list
-    that has none) as 0, 1, 2, ... seconds."""
+    """A video's metadata for a processor that reads frame times off it: `fps` the frames' own rate (over their
+    span; 1 for a single frame), frame "indices" time x fps, so index / fps is each frame's time in seconds (the
+    timestamps Qwen3-VL writes into its prompt) and the sampled rate (Qwen2.5-VL's temporal position scale) is
+    that of the frames shown. Frames without times (an extracted frame list that has none): 0, 1, 2, ... seconds."""
     import numpy as np
 
     times = np.asarray(times, dtype=np.float64)
     if np.isnan(times).any():
         times = np.arange(len(times), dtype=np.float64)
-    return {"fps": 1.0, "frames_indices": times.tolist(), "total_num_frames": len(times)}
+    span = times[-1] - times[0] if len(times) > 1 else 0.0
+    fps = (len(times) - 1) / span if span > 0 else 1.0
+    return {"fps": fps, "frames_indices": (times * fps).tolist(), "total_num_frames": len(times)}
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
