@@ -153,6 +153,18 @@ def test_qwen2_5_vl_temporal_scale_as_before_or_from_the_frames_times(visuals):
         assert calls[-1]["second_per_grid_ts"].tolist() == pytest.approx([seconds])
 
 
+def test_a_one_frame_clip_reaches_qwen3_vl_as_a_pair(visuals):
+    """Its processor refuses a video of one frame (a frame list of one, a slice shorter than a frame period, a
+    budget that drops to one): the frame goes twice, as its processor fills an odd count; the record says 1."""
+    _, preview, _ = visuals
+    one = Visual(frames=preview.frames[:1], frame_times=preview.frame_times[:1])
+    item = MultipleChoiceItem(id="a", question="q?", options=("x", "y"), visual=one)
+    backend, calls = spied("qwen3_vl")
+    meta = backend.answer([item], [Prompt((Prompt.VISUAL, "Answer."))])[0].meta
+    assert [v["frames"] for v in meta["visuals"]] == [1]
+    assert int(calls[-1]["video_grid_thw"][0][0]) == 1  # one temporal patch: the frame and its copy
+
+
 def test_budget_applies_to_the_new_families_or_is_refused(visuals):
     clip, _, _ = visuals
     item = MultipleChoiceItem(id="a", question="q?", options=("x", "y"), visual=clip)

@@ -70,6 +70,7 @@ class Family:
     video_metadata: bool = False
     equal_video_lengths: bool = False
     images_per_row: bool = False
+    min_video_frames: int = 1
 
     def __post_init__(self):
         for key, value, allowed in (("clip_as", self.clip_as, CLIP_AS), ("resize", self.resize, RESIZES),
@@ -118,6 +119,19 @@ def video_metadata(times) -> dict[str, Any]:
     span = times[-1] - times[0] if len(times) > 1 else 0.0
     fps = (len(times) - 1) / span if span > 0 else 1.0
     return {"fps": fps, "frames_indices": (times * fps).tolist(), "total_num_frames": len(times)}
+
+
+def padded(frames, times, at_least: int):
+    """A clip of fewer than `at_least` frames with its last frame (and time) repeated up to it: what Qwen's
+    processors do to fill a temporal patch, for a processor that refuses a shorter clip instead (Qwen3-VL's, one
+    frame). The record keeps the frames the clip had."""
+    import numpy as np
+
+    if len(frames) >= at_least:
+        return frames, times
+    more = at_least - len(frames)
+    return (np.concatenate([frames, np.repeat(frames[-1:], more, axis=0)]),
+            np.concatenate([times, np.repeat(times[-1:], more)]))
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -281,8 +295,9 @@ class TransformersVLMBackend(TokenLimited):
                        for (kind, f, t), p in zip(sampled, plan)]
         if self.spec.clip_as == "images":  # every frame an image, in prompt order
             return Shown([], [], [frame for _, f, _ in sampled for frame in f], plan)
-        return Shown([f for kind, f, _ in sampled if kind == "clip"], [t for kind, _, t in sampled if kind == "clip"],
-                     [f[0] for kind, f, _ in sampled if kind == "image"], plan)
+        clips = [padded(f, t, self.spec.min_video_frames) for kind, f, t in sampled if kind == "clip"]
+        return Shown([f for f, _ in clips], [t for _, t in clips], [f[0] for kind, f, _ in sampled if kind == "image"],
+                     plan)
 
     def _generate(self, prompts: Sequence[Prompt], items: Sequence[MultipleChoiceItem | None],
                   visuals: Sequence[Shown] | None = None) -> list[tuple[str, dict]]:
