@@ -1,5 +1,6 @@
 """Model backends of the multiple-choice harness: each knows a model and nothing of any benchmark (items and
 their prompts in, one `Reply` per item out; spacewalk/multiple_choice/task.py). One module per kind:
 `baselines` (scripted, random), `contrastive` (option scoring with our encoders, text or video),
-`openai_chat` (an OpenAI-compatible chat-completions server), `transformers_vlm` (Qwen2.5-VL,
-LLaVA-OneVision through their processor and chat template). Each is a `model=mc_*` config (conf/model/)."""
+`openai_chat` (an OpenAI-compatible chat-completions server), `transformers_vlm` (any
+image-text-to-text family of transformers through its processor and chat template, the family's settings as data:
+vlm_families.yaml). Each is a `model=mc_*` config (conf/model/)."""

@@ -1,56 +1,137 @@
-"""Video LLMs from transformers, through each family's processor and chat template: Qwen2.5-VL
-(`Qwen2_5_VLForConditionalGeneration`) and LLaVA-OneVision (`LlavaOnevisionForConditionalGeneration`).
+"""Image-text-to-text models from transformers (video LLMs and image-only VLMs), one backend for every family:
+the checkpoint's processor (AutoProcessor) and chat template, its model class (AutoModelForImageTextToText unless
+the family names another), and what differs per family as data, not code: vlm_families.yaml (keyed by config.json's
+"model_type": Qwen2.5-VL, LLaVA-OneVision, Qwen3-VL, Gemma 3), extended or overridden by a model config's
+`families:` mapping; `family` overrides the detection (conf/model/mc_transformers.yaml; mc_qwen2_5_vl and
+mc_llava_onevision are presets of it).
 
 Weights come from a local folder or a hub tag already in the local Hugging Face cache (`local_files_only`
 by default: nothing is downloaded at run time; `allow_download=true` lifts it). The prompt's parts become
 one user turn of the chat template, in order: texts, the clip's frames (FrameRule) as one video where the
-prompt's visual marker is, and each context visual where the prompt puts it (a slice, such as the mission's
-animated preview, as a further video sampled by the same rule; a still, such as a step's middle frame, as
-an image). The processor receives the turn's videos and images each in prompt order (over the batch, row
-by row), which is the order in which it fills the template's video and image tokens; decoding is greedy
-(`do_sample=False`) with `max_new_tokens` (None: the task's answer limit, which the runner applies:
-spacewalk/multiple_choice/generation.py); the runner's chunk is one batch (left padding). Frames: the family's
-default when neither `num_frames` nor `fps` is given: Qwen2.5-VL's own rule (qwen-vl-utils: 2 fps, at most 768
-frames), LLaVA-OneVision 32 frames uniformly (lmms-eval's setting).
-The frames are decoded by us (decord) and handed to the processor with `do_sample_frames=False`, so the
-processor never re-samples them. `dtype` bfloat16 / float16 / float32 / auto (bfloat16 on a GPU that has it,
-else float32); `device` or `device_map` (e.g. "auto" to spread a large model over GPUs).
+prompt's visual marker is (a family with `clip_as: images`: as that many images there), and each context visual
+where the prompt puts it (a slice, such as the mission's animated preview, as a further video sampled by the same
+rule; a still, such as a step's middle frame, as an image). The processor receives the turn's videos and images
+each in prompt order (over the batch, row by row), which is the order in which it fills the template's video and
+image tokens; decoding is greedy (`do_sample=False`) with `max_new_tokens` (None: the task's answer limit, which
+the runner applies: spacewalk/multiple_choice/generation.py); the runner's chunk is one batch (left padding).
+Frames: the family's default when neither `num_frames` nor `fps` is given (vlm_families.yaml: Qwen2.5-VL's own rule,
+qwen-vl-utils' 2 fps at most 768 frames; lmms-eval's settings for the others). The frames are decoded by us
+(decord) and handed to the processor with `do_sample_frames=False`, so the processor never re-samples them; a
+family that writes frame times into its prompt (Qwen3-VL) is given the frames' times as the video's metadata.
+`dtype` bfloat16 / float16 / float32 / auto (bfloat16 on a GPU that has it, else float32); `device` or
+`device_map` (e.g. "auto" to spread a large model over GPUs).
 
 Visual budget (spacewalk/multiple_choice/budget.py: `max_pixels`, `min_pixels` per frame, `max_total_pixels` per
 item, and the rule that shrinks, then drops, the frames of an item over it). All null (the default): the frames go
-to the processor as decoded, and the family's processor sizes them as it always did (Qwen2.5-VL: its own
-`smart_resize` within its processor's bounds; LLaVA-OneVision: every frame to its fixed size). Qwen2.5-VL: a frame
-is resized by its processor's `smart_resize` (sides multiples of 28), within the given bounds, the processor's own
-where one is null, and the processor is given bounds that leave those sizes as they are. LLaVA-OneVision: its
-processor resizes every frame to one fixed size, so `max_pixels` / `min_pixels` would change nothing and are
-refused; `max_total_pixels` counts each frame (a still too: an approximation, its anyres crops are not counted) at
-that size, and drops frames. Each reply's meta says what the model saw: `visuals` (per visual, in prompt order,
-its kind, frame count and [width, height] as the vision tower gets it: the shape of OpenAI-compatible backend's)
-and `visual_tokens` (the item's image and video tokens in the model's input). run.json holds the frame rule and
-the budget (`visual_settings`).
+to the processor as decoded, and the family's processor sizes them as it always did. A family's `resize` says how:
+smart_resize (Qwen-VL): a frame is resized by the processor's `smart_resize` (sides multiples of patch x merge),
+within the given bounds, the processor's own where one is null, and the processor is given bounds that leave those
+sizes as they are; fixed (LLaVA-OneVision, Gemma 3): the processor resizes every frame to one size, so
+`max_pixels` / `min_pixels` would change nothing and are refused; `max_total_pixels` counts each frame (a still
+too: an approximation, LLaVA-OneVision's anyres crops are not counted) at that size, and drops frames. Each
+reply's meta says what the model saw: `visuals` (per visual, in prompt order, its kind, frame count and [width,
+height] as the vision tower gets it: the shape of OpenAI-compatible backend's) and `visual_tokens` (the item's
+image and video tokens in the model's input). run.json holds the frame rule and the budget (`visual_settings`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from spacewalk.encoders import resolve_device
 from spacewalk.errors import ConfigError
-from spacewalk.multiple_choice.budget import Planned, VisualBudget, fit, shown
+from spacewalk.multiple_choice.budget import Planned, VisualBudget, fit, kept, shown
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import TokenLimited
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt, Reply
 
-FAMILIES: dict[str, dict[str, Any]] = {
-    "qwen2_5_vl": {"model_class": "Qwen2_5_VLForConditionalGeneration",
-                   "frames": {"num_frames": None, "fps": 2.0, "max_frames": 768}},
-    "llava_onevision": {"model_class": "LlavaOnevisionForConditionalGeneration",
-                        "frames": {"num_frames": 32, "fps": None, "max_frames": None}},
-}
+FAMILIES_FILE = Path(__file__).with_name("vlm_families.yaml")
+CLIP_AS, RESIZES, BOUNDS = ("video", "images"), ("smart_resize", "fixed"), ("own", "image")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family's settings (vlm_families.yaml documents each key)."""
+
+    name: str
+    resize: str
+    model_class: str = "AutoModelForImageTextToText"
+    frames: Mapping[str, Any] = field(default_factory=dict)
+    clip_as: str = "video"
+    per_frame_bounds: str = "own"
+    processor_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    video_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    video_metadata: bool = False
+    equal_video_lengths: bool = False
+    images_per_row: bool = False
+    min_video_frames: int = 1
+
+    def __post_init__(self):
+        for key, value, allowed in (("clip_as", self.clip_as, CLIP_AS), ("resize", self.resize, RESIZES),
+                                    ("per_frame_bounds", self.per_frame_bounds, BOUNDS)):
+            if value not in allowed:
+                raise ConfigError(f"family {self.name}: {key}={value!r}; choose from {list(allowed)}")
+        unknown = set(self.frames) - {"num_frames", "fps", "max_frames"}
+        if unknown:
+            raise ConfigError(f"family {self.name}: frames has {sorted(unknown)}; it takes num_frames, fps, max_frames")
+
+
+def load_families(extra: Mapping[str, Mapping] | None = None) -> dict[str, Family]:
+    """The families of vlm_families.yaml, with `extra` (a model config's `families:`) merged over them: an entry
+    of a known family changes only the keys it gives."""
+    from omegaconf import OmegaConf
+
+    table = OmegaConf.to_container(OmegaConf.load(FAMILIES_FILE))
+    for name, entry in (OmegaConf.to_container(OmegaConf.create(dict(extra))) if extra else {}).items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"families.{name} must be a mapping of settings (vlm_families.yaml), got {entry!r}")
+        table[name] = {**table.get(name, {}), **entry}
+    out = {}
+    for name, entry in table.items():
+        if "resize" not in entry:
+            raise ConfigError(f"family {name}: give resize (smart_resize or fixed): how its processor sizes a frame")
+        try:
+            out[name] = Family(name=name, **entry)
+        except TypeError as e:
+            raise ConfigError(f"family {name}: {e}; the keys are those of {FAMILIES_FILE.name}") from e
+    return out
+
+
+FAMILIES = load_families()
+
+
+def video_metadata(times) -> dict[str, Any]:
+    """A video's metadata for a processor that reads frame times off it: `fps` the frames' own rate (over their
+    span; 1 for a single frame), frame "indices" time x fps, so index / fps is each frame's time in seconds (the
+    timestamps Qwen3-VL writes into its prompt) and the sampled rate (Qwen2.5-VL's temporal position scale) is
+    that of the frames shown. Frames without times (an extracted frame list that has none): 0, 1, 2, ... seconds."""
+    import numpy as np
+
+    times = np.asarray(times, dtype=np.float64)
+    if np.isnan(times).any():
+        times = np.arange(len(times), dtype=np.float64)
+    span = times[-1] - times[0] if len(times) > 1 else 0.0
+    fps = (len(times) - 1) / span if span > 0 else 1.0
+    return {"fps": fps, "frames_indices": (times * fps).tolist(), "total_num_frames": len(times)}
+
+
+def padded(frames, times, at_least: int):
+    """A clip of fewer than `at_least` frames with its last frame (and time) repeated up to it: what Qwen's
+    processors do to fill a temporal patch, for a processor that refuses a shorter clip instead (Qwen3-VL's, one
+    frame). The record keeps the frames the clip had."""
+    import numpy as np
+
+    if len(frames) >= at_least:
+        return frames, times
+    more = at_least - len(frames)
+    return (np.concatenate([frames, np.repeat(frames[-1:], more, axis=0)]),
+            np.concatenate([times, np.repeat(times[-1:], more)]))
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -61,40 +142,78 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return getattr(torch, dtype)
 
 
-def conversation(prompt: Prompt, item: MultipleChoiceItem | None, with_visuals: bool = True) -> list[dict]:
+def conversation(prompt: Prompt, item: MultipleChoiceItem | None, with_visuals: bool = True,
+                 clip_images: Sequence[int] | None = None) -> list[dict]:
     """The prompt as one user turn (and a system turn): texts in order, a video entry for each clip (the item's
     at the first visual marker, context slices where they are), an image entry for each still; no visual
-    entries at all when `with_visuals` is false (text only)."""
+    entries at all when `with_visuals` is false (text only). `clip_images`: a family without video input: the
+    i-th clip as that many image entries (its frames), in its place."""
     content: list[dict[str, Any]] = []
+    clips = iter(clip_images or ())
     for part in prompt.visual_parts(item, with_visuals):
         if isinstance(part, Visual):
-            content.append({"type": "image" if part.is_still else "video"})
+            if part.is_still:
+                content.append({"type": "image"})
+            elif clip_images is not None:
+                content += [{"type": "image"} for _ in range(next(clips))]
+            else:
+                content.append({"type": "video"})
         else:
             content.append({"type": "text", "text": part})
     turns = [{"role": "system", "content": [{"type": "text", "text": prompt.system}]}] if prompt.system else []
     return turns + [{"role": "user", "content": content}]
 
 
+def detect_family(model: str, load: Mapping[str, Any]) -> str:
+    """The checkpoint's config.json "model_type"."""
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(model, **load).model_type
+
+
+@dataclass
+class Shown:
+    """One row's visuals as they go to the processor: its videos (frame arrays) and each video's frame times,
+    its images, all in prompt order; and what each visual shows (Planned)."""
+
+    videos: list
+    times: list
+    images: list
+    plan: list[Planned]
+
+
 class TransformersVLMBackend(TokenLimited):
     LIMIT_FIELD, LIMITS_SIDE = "max_new_tokens", "local"
 
-    def __init__(self, family: str, model: str | None = None, num_frames: int | None = None, fps: float | None = None,
-                 max_frames: int | None = None, dtype: str = "auto", device: str = "auto", device_map: Any = None,
-                 max_new_tokens: int | None = None, attn_implementation: str | None = None, text_only: bool = False,
-                 allow_download: bool = False, video_backend: str = "decord", model_object=None, processor=None,
-                 max_pixels: int | None = None, min_pixels: int | None = None, max_total_pixels: int | None = None):
-        if family not in FAMILIES:
-            raise ConfigError(f"unknown family {family!r}; choose from {sorted(FAMILIES)}")
+    def __init__(self, family: str | None = None, model: str | None = None, num_frames: int | None = None,
+                 fps: float | None = None, max_frames: int | None = None, dtype: str = "auto", device: str = "auto",
+                 device_map: Any = None, max_new_tokens: int | None = None, attn_implementation: str | None = None,
+                 text_only: bool = False, allow_download: bool = False, video_backend: str = "decord",
+                 model_object=None, processor=None, max_pixels: int | None = None, min_pixels: int | None = None,
+                 max_total_pixels: int | None = None, families: Mapping[str, Mapping] | None = None):
         if (model is None) == (model_object is None):
             raise ConfigError("give model (a local folder or a hub tag in the local cache) or model_object")
-        self.family = family
+        table = load_families(families) if families else FAMILIES
+        load = {"local_files_only": not allow_download}
+        if family is None:  # the checkpoint says which
+            family = detect_family(model, load) if model_object is None else model_object.config.model_type
+            how = f"the checkpoint's model_type {family!r}"
+        else:
+            how = f"family {family!r}"
+        if family not in table:
+            raise ConfigError(f"{how} is not a family the transformers backend knows ({sorted(table)}): add its "
+                              f"settings under model.families.{family} (keys: {FAMILIES_FILE}), or set "
+                              "model.family to a family whose settings fit it")
+        self.family, self.spec = family, table[family]
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         if model_object is None:
             import transformers
 
-            model_class = getattr(transformers, FAMILIES[family]["model_class"])
-            load = {"local_files_only": not allow_download}
+            model_class = getattr(transformers, self.spec.model_class, None)
+            if model_class is None:
+                raise ConfigError(f"family {family}: model_class {self.spec.model_class!r} is not in transformers "
+                                  f"{transformers.__version__}")
             processor = transformers.AutoProcessor.from_pretrained(model, **load)
             model_object = model_class.from_pretrained(
                 model, dtype=self.dtype, device_map=device_map,
@@ -109,33 +228,45 @@ class TransformersVLMBackend(TokenLimited):
         self.processor = processor
         self.processor.tokenizer.padding_side = "left"  # batched generation continues every row at its end
         if num_frames is None and fps is None:
-            num_frames, fps, max_frames = (FAMILIES[family]["frames"][k] for k in ("num_frames", "fps", "max_frames"))
+            frames = self.spec.frames
+            num_frames, fps, max_frames = (frames.get(k) for k in ("num_frames", "fps", "max_frames"))
         self.rule = None if text_only else FrameRule(num_frames, fps, max_frames, video_backend)
         self.budget = VisualBudget(max_pixels, min_pixels, max_total_pixels)
-        if family == "llava_onevision" and (max_pixels is not None or min_pixels is not None):
-            size = self.processor.video_processor.size
-            raise ConfigError(f"llava_onevision: its processor resizes every frame to {size.width}x{size.height}, so "
+        if self.spec.resize == "fixed" and (max_pixels is not None or min_pixels is not None):
+            size = self._fixed_size("clip")
+            raise ConfigError(f"{family}: its processor resizes every frame to {size[1]}x{size[0]}, so "
                               "max_pixels / min_pixels change nothing; bound the item with max_total_pixels")
         self._set_limit(max_new_tokens)
 
     # ---- the visual budget (spacewalk/multiple_choice/budget.py) ----
 
-    def _qwen_bounds(self, kind: str) -> tuple[int, int]:
-        size = (self.processor.image_processor if kind == "image" else self.processor.video_processor).size
-        return size.shortest_edge, size.longest_edge
+    def _kind_processor(self, kind: str):
+        """The processor that sizes a visual of `kind` ("clip" or "image")."""
+        if kind == "image" or self.spec.clip_as == "images":
+            return self.processor.image_processor
+        return self.processor.video_processor
+
+    def _fixed_size(self, kind: str) -> tuple[int, int]:
+        size = self._kind_processor(kind).size
+        return size.height, size.width
+
+    def _smart_bounds(self, kind: str) -> tuple[int, int]:
+        """A frame's default [shortest_edge, longest_edge] pixel bounds (the family's per_frame_bounds)."""
+        proc = self.processor.image_processor if self.spec.per_frame_bounds == "image" else self._kind_processor(kind)
+        return proc.size.shortest_edge, proc.size.longest_edge
 
     def _resize_to(self, kind: str):
         """(height, width, min_pixels, max_pixels) -> the size the vision tower gets, for the budget's rule."""
-        if self.family == "qwen2_5_vl":
+        if self.spec.resize == "smart_resize":
             from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
-            proc = self.processor.video_processor
+            proc = self._kind_processor(kind)
             factor = proc.patch_size * proc.merge_size
-            low, high = self._qwen_bounds(kind)
+            low, high = self._smart_bounds(kind)
             return lambda h, w, lo, hi: smart_resize(h, w, factor, low if lo is None else lo,
                                                      high if hi is None else hi)
-        size = self.processor.video_processor.size
-        return lambda h, w, lo, hi: (size.height, size.width)
+        size = self._fixed_size(kind)
+        return lambda h, w, lo, hi: size
 
     def visual_settings(self) -> dict[str, Any] | None:
         """run.json's "visual": the frame rule and the budget the run's items were shown with."""
@@ -145,39 +276,41 @@ class TransformersVLMBackend(TokenLimited):
         return {"frames": {"num_frames": rule.num_frames, "fps": rule.fps, "max_frames": rule.max_frames},
                 **self.budget.as_json(), "rule": "spacewalk/multiple_choice/budget.py"}
 
-    def _visuals(self, prompt: Prompt, item: MultipleChoiceItem | None) -> tuple[list, list, list[Planned]]:
+    def _visuals(self, prompt: Prompt, item: MultipleChoiceItem | None) -> Shown:
         """The prompt's videos (frame lists) and stills, in prompt order, within the budget; and what each visual
         shows (its kind, frames and the size the vision tower gets)."""
-        sampled = [(("image" if part.is_still else "clip"), sample_frames(part, self.rule)[0])
+        sampled = [(("image" if part.is_still else "clip"), *sample_frames(part, self.rule))
                    for part in prompt.visual_parts(item) if isinstance(part, Visual)]
         resize = {kind: self._resize_to(kind) for kind in ("clip", "image")}
         b = self.budget
         plan = [Planned(kind, len(f), *resize[kind](f.shape[1], f.shape[2], b.min_pixels, b.max_pixels))
-                for kind, f in sampled]
+                for kind, f, _ in sampled]
         if b.active:
-            plan = fit([(kind, len(f), f.shape[1], f.shape[2]) for kind, f in sampled], b, resize,
+            plan = fit([(kind, len(f), f.shape[1], f.shape[2]) for kind, f, _ in sampled], b, resize,
                        None if item is None else item.id)
-            if self.family == "qwen2_5_vl":  # frames resized here to sizes the processor leaves as they are
-                sampled = [(kind, shown(f, p)) for (kind, f), p in zip(sampled, plan)]
-            else:  # LLaVA-OneVision: frames dropped here, sized by its processor
-                sampled = [(kind, shown(f, Planned(kind, p.frames, *f.shape[1:3])))
-                           for (kind, f), p in zip(sampled, plan)]
-        videos = [f for kind, f in sampled if kind == "clip"]
-        images = [f[0] for kind, f in sampled if kind == "image"]
-        return videos, images, plan
+            # smart_resize: frames resized here to sizes the processor leaves as they are; fixed: frames dropped
+            # here, sized by the processor
+            sampled = [(kind, shown(f, p if self.spec.resize == "smart_resize" else
+                                    Planned(kind, p.frames, *f.shape[1:3])), t[kept(len(t), p.frames)])
+                       for (kind, f, t), p in zip(sampled, plan)]
+        if self.spec.clip_as == "images":  # every frame an image, in prompt order
+            return Shown([], [], [frame for _, f, _ in sampled for frame in f], plan)
+        clips = [padded(f, t, self.spec.min_video_frames) for kind, f, t in sampled if kind == "clip"]
+        return Shown([f for f, _ in clips], [t for _, t in clips], [f[0] for kind, f, _ in sampled if kind == "image"],
+                     plan)
 
     def _generate(self, prompts: Sequence[Prompt], items: Sequence[MultipleChoiceItem | None],
-                  visuals: Sequence[tuple[list, list, list[Planned]]] | None = None) -> list[tuple[str, dict]]:
-        """Each row's reply and what it was shown (its meta); `visuals`: each row's (videos, stills, plan) when
-        already decoded."""
+                  visuals: Sequence[Shown] | None = None) -> list[tuple[str, dict]]:
+        """Each row's reply and what it was shown (its meta); `visuals`: each row's Shown when already decoded."""
         with_visuals = self.rule is not None
         if visuals is None:
-            visuals = [self._visuals(p, item) if with_visuals else ([], [], []) for p, item in zip(prompts, items)]
-        counts = [tuple(len(v) for v in videos) for videos, _, _ in visuals]
+            visuals = [self._visuals(p, item) if with_visuals else Shown([], [], [], [])
+                       for p, item in zip(prompts, items)]
+        counts = [tuple(len(v) for v in row.videos) for row in visuals]
         groups: dict[tuple, list[int]] = {}
         for i, count in enumerate(counts):
             groups.setdefault(count, []).append(i)
-        if self.family == "llava_onevision" and len({n for c in counts for n in c}) > 1 and len(groups) > 1:
+        if self.spec.equal_video_lengths and len({n for c in counts for n in c}) > 1 and len(groups) > 1:
             # its video processor stacks a call's videos into one tensor: rows whose clips differ in frame count
             # (frame lists and fps rules give clips of different lengths) go in separate calls; greedy, so the
             # replies are the same
@@ -188,43 +321,60 @@ class TransformersVLMBackend(TokenLimited):
                 for i, reply in zip(rows, replies):
                     out[i] = reply
             return out
-        texts = [self.processor.apply_chat_template(conversation(p, item, with_visuals), add_generation_prompt=True,
-                                                    tokenize=False) for p, item in zip(prompts, items)]
-        videos = [v for vs, _, _ in visuals for v in vs]
-        images = [i for _, ims, _ in visuals for i in ims]
-        kwargs: dict[str, Any] = {}
-        if videos:
-            kwargs |= {"videos": videos, "do_sample_frames": False}
-        if images:
-            kwargs["images"] = images
-        if self.budget.active and self.family == "qwen2_5_vl":
-            # bounds that leave the frames' sizes (multiples of 28, made by the budget's rule) as they are
-            for kind, key in (("clip", "videos_kwargs"), ("image", "images_kwargs")):
-                areas = [p.height * p.width for _, _, plan in visuals for p in plan if p.kind == kind]
-                if areas:
-                    low, high = self._qwen_bounds(kind)
-                    kwargs[key] = {"size": {"shortest_edge": min(low, *areas), "longest_edge": max(high, *areas)}}
-        inputs = self.processor(text=texts, padding=True, return_tensors="pt", **kwargs)
-        tokens = self._visual_tokens(inputs["input_ids"]) if with_visuals else [0] * len(texts)
-        sizes = self._sizes_made(inputs, [plan for _, _, plan in visuals])
-        metas = [{"visuals": [{"kind": p.kind, "frames": p.frames, "size": size} for p, size in zip(plan, row)],
-                  "visual_tokens": n} if plan else {} for (_, _, plan), row, n in zip(visuals, sizes, tokens)]
+        inputs = self._inputs(prompts, items, visuals)
+        tokens = self._visual_tokens(inputs["input_ids"]) if with_visuals else [0] * len(prompts)
+        sizes = self._sizes_made(inputs, [row.plan for row in visuals])
+        metas = [{"visuals": [{"kind": p.kind, "frames": p.frames, "size": size} for p, size in zip(row.plan, made)],
+                  "visual_tokens": n} if row.plan else {} for row, made, n in zip(visuals, sizes, tokens)]
         return list(zip(self._decode(inputs), metas))
 
+    def _inputs(self, prompts: Sequence[Prompt], items: Sequence[MultipleChoiceItem | None],
+                visuals: Sequence[Shown]):
+        """The processor's output for the batch: the chat template's texts, the rows' videos and images (each in
+        prompt order, row by row: the order in which the processor fills the template's video and image tokens),
+        with the family's keywords."""
+        with_visuals = self.rule is not None
+        spec = self.spec
+        texts = [self.processor.apply_chat_template(
+            conversation(p, item, with_visuals, [pl.frames for pl in row.plan if pl.kind == "clip"]
+                         if spec.clip_as == "images" else None),
+            add_generation_prompt=True, tokenize=False) for p, item, row in zip(prompts, items, visuals)]
+        videos = [v for row in visuals for v in row.videos]
+        kwargs: dict[str, Any] = dict(spec.processor_kwargs)
+        if videos:
+            kwargs |= {"videos": videos, **spec.video_kwargs}
+            if spec.video_metadata:
+                kwargs["video_metadata"] = [video_metadata(t) for row in visuals for t in row.times]
+        if any(row.images for row in visuals):
+            kwargs["images"] = ([row.images for row in visuals] if spec.images_per_row
+                                else [i for row in visuals for i in row.images])
+        if self.budget.active and spec.resize == "smart_resize":
+            # bounds that leave the frames' sizes (multiples of the patch, made by the budget's rule) as they are;
+            # a clip's upper bound covers its whole volume, for processors that bound a clip's frames together
+            for kind, key in (("clip", "videos_kwargs"), ("image", "images_kwargs")):
+                shown_ = [p for row in visuals for p in row.plan if p.kind == kind]
+                if shown_:
+                    low, high = self._smart_bounds(kind)
+                    areas = [p.height * p.width for p in shown_]
+                    volumes = [p.height * p.width * (p.frames + p.frames % 2) for p in shown_]
+                    top = max(high, *areas) if kind == "image" or spec.per_frame_bounds == "own" else max(high,
+                                                                                                          *volumes)
+                    kwargs[key] = {"size": {"shortest_edge": min(low, *areas), "longest_edge": top}}
+        return self.processor(text=texts, padding=True, return_tensors="pt", **kwargs)
+
     def _sizes_made(self, inputs, plans: Sequence[Sequence[Planned]]) -> list[list[list[int]]]:
-        """Each row's visuals' [width, height] as the vision tower got them: Qwen2.5-VL's from the processor's
-        grids (videos and images each in prompt order over the batch), LLaVA-OneVision's as planned (its fixed
-        size)."""
-        if self.family != "qwen2_5_vl":
+        """Each row's visuals' [width, height] as the vision tower got them: smart_resize families' from the
+        processor's grids (videos and images each in prompt order over the batch), fixed-size ones as planned."""
+        if self.spec.resize != "smart_resize":
             return [[[p.width, p.height] for p in plan] for plan in plans]
-        patch = self.processor.video_processor.patch_size
         grids = {"clip": iter(inputs.get("video_grid_thw", [])), "image": iter(inputs.get("image_grid_thw", []))}
+        patch = {kind: self._kind_processor(kind).patch_size for kind in grids}
         out = []
         for plan in plans:
             row = []
             for p in plan:
                 _, h, w = (int(v) for v in next(grids[p.kind]))
-                row.append([w * patch, h * patch])
+                row.append([w * patch[p.kind], h * patch[p.kind]])
             out.append(row)
         return out
 
@@ -266,6 +416,7 @@ class TransformersVLMBackend(TokenLimited):
             batch = list(images[start:start + batch_size])
             turn = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
             texts = [self.processor.apply_chat_template(turn, add_generation_prompt=True, tokenize=False)] * len(batch)
-            inputs = self.processor(text=texts, images=batch, padding=True, return_tensors="pt")
+            inputs = self.processor(text=texts, images=[[i] for i in batch] if self.spec.images_per_row else batch,
+                                    padding=True, return_tensors="pt", **self.spec.processor_kwargs)
             out += self._decode(inputs)
         return out
