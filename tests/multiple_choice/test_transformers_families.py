@@ -101,7 +101,8 @@ def test_the_model_gets_what_the_familys_processor_builds(family, visuals):
     messages = [{"role": "system", "content": [{"type": "text", "text": "Brief."}]},
                 {"role": "user", "content": content}]
     kwargs = {} if FAMILIES[family].clip_as == "images" else {"do_sample_frames": False}
-    if family == "qwen3_vl":  # the frames' times, which its processor writes into the prompt
+    if FAMILIES[family].video_metadata:  # the frames' times (Qwen3-VL writes them into the prompt; Qwen2.5-VL's
+        # temporal position ids follow them)
         kwargs["video_metadata"] = [video_metadata(clip_times), video_metadata(preview_times)]
     expected = backend.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
                                                      return_dict=True, return_tensors="pt", processor_kwargs=kwargs)
@@ -141,13 +142,14 @@ def test_new_families_answer_a_batch_as_they_answer_each_row(family, visuals):
     assert together == [backend.answer([i], [p])[0].text for i, p in zip(items, prompts)]
 
 
-def test_qwen2_5_vl_temporal_scale_as_before_or_from_the_frames_times(visuals):
-    """The preset (as before): the processor's default 24 fps for frames handed over already sampled, so 2 / 24 s
-    per temporal patch; with the family's video_metadata on, the frames' own rate (4 bins of 0.5 s: 2 fps)."""
+def test_qwen2_5_vl_temporal_scale_from_the_frames_times_or_as_before(visuals):
+    """The frames' own rate (4 bins of 0.5 s: 2 fps, so 1 s per temporal patch of 2 frames), as qwen-vl-utils' fps
+    gives it; with the family's video_metadata off (the presets before), the processor's default 24 fps for frames
+    handed over already sampled: 2 / 24 s per temporal patch."""
     clip, _, _ = visuals
     item = MultipleChoiceItem(id="a", question="q?", options=("x", "y"), visual=clip)
     prompt = Prompt((Prompt.VISUAL, "Answer."))
-    for families, seconds in ((None, 2 / 24), ({"qwen2_5_vl": {"video_metadata": True}}, 1.0)):
+    for families, seconds in ((None, 1.0), ({"qwen2_5_vl": {"video_metadata": False}}, 2 / 24)):
         backend, calls = spied("qwen2_5_vl", num_frames=4, families=families)
         backend.answer([item], [prompt])
         assert calls[-1]["second_per_grid_ts"].tolist() == pytest.approx([seconds])

@@ -85,6 +85,11 @@ def watched(model, inputs: list):
     return model
 
 
+# the one setting changed on purpose since the golden file: Qwen2.5-VL's frame times now reach its processor
+# (vlm_families.yaml); off here, so this test still compares the refactor alone
+AS_BEFORE = {"qwen2_5_vl": {"video_metadata": False}}
+
+
 def replies(folder: Path) -> dict:
     items, prompts = scenarios(folder)
     out: dict = {}
@@ -94,13 +99,13 @@ def replies(folder: Path) -> dict:
         model = watched(model, seen)
         for name, kwargs in settings.items():
             backend = TransformersVLMBackend(family, model_object=model, processor=processor, dtype="float32",
-                                             device="cpu", max_new_tokens=5, **kwargs)
+                                             device="cpu", max_new_tokens=5, families=AS_BEFORE, **kwargs)
             rows = [0, 1, 2] if family == "qwen2_5_vl" else [0, 2, 3]
             batched = [[r.text, r.meta] for r in backend.answer([items[i] for i in rows], [prompts[i] for i in rows])]
             rest = [[r.text, r.meta] for r in backend.answer(items[4:], prompts[4:])]
             out[f"{family}/{name}"] = batched + rest
         backend = TransformersVLMBackend(family, model_object=model, processor=processor, dtype="float32",
-                                         device="cpu", max_new_tokens=5, text_only=True)
+                                         device="cpu", max_new_tokens=5, text_only=True, families=AS_BEFORE)
         out[f"{family}/text_only"] = [[r.text, r.meta] for r in backend.answer(items[:2], prompts[:2])]
         out[f"{family}/caption"] = backend.caption_images([np.full((40, 40, 3), 90, np.uint8)], "Describe.")
         out[f"{family}/inputs"] = seen
