@@ -419,7 +419,7 @@ def table_markdown(table: AnyTable) -> str:
     header = spec.row_header or ", ".join(spec.rows)
     lines = [f"### {spec.title}\n"] if spec.title else []
     if not table.cells:
-        where = ", ".join(f"{k}={v}" for k, v in spec.where.items())
+        where = ", ".join(f"{k}={'|'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in spec.where.items())
         lines.append(f"No run with a metrics.json matches this table{f' ({where})' if where else ''}.")
         lines += [f"Left out, no metrics.json (failed, or still running): {', '.join(map(str, table.missing))}"] \
             if table.missing else []
