@@ -3,18 +3,19 @@
     python -m spacewalk.report RUN_OR_SWEEP_DIR... [--spec docs/tables/results.yaml] [--markdown out.md]
         [--update docs/results.md] [--verify docs/results.md] [--csv out.csv] [--wandb] [--check]
 
-Every run directory given (or every job of a sweep directory) is read (spacewalk/run_dirs.py): its config, its
-headline numbers with their intervals, the command and commit that produced it. Runs that differ only in their
-seed are one setting (spacewalk/seed_groups.py). A table is laid out by a **spec**, data rather than code: which
-numbers go in a cell and which config keys make the rows and the columns. Without `--spec`, one table from the
-flags `--rows model --columns context --metrics Accuracy,mAP,IoU` (the defaults: Spacewalk-18 step recognition,
-recipe by window). A spec file (YAML) is a list of tables, each a mapping:
+Every run directory given (or every run below a folder: a sweep's jobs, evaluate.py's runs) is read
+(spacewalk/run_dirs.py): its config, its headline numbers with their intervals, the command and commit that
+produced it. Runs that differ only in their seed are one setting (spacewalk/seed_groups.py). A table is laid out by
+a **spec**, data rather than code: which numbers go in a cell and which config keys make the rows and the columns.
+Without `--spec`, one table from the flags `--rows model --columns context --metrics Accuracy,mAP,IoU` (the
+defaults: Spacewalk-18 step recognition, recipe by window). A spec file (YAML) is a list of tables, each a mapping:
 
     - title: One sample at a time (the benchmark's protocol)
       metrics: [Accuracy, mAP, IoU]      # headline names (run_dirs.py) or any number's path in metrics.json
       rows: [model]                      # config keys: a config group's choice or a dotted config value
       columns: [context]
-      where: {decoding: none}            # optional: only the runs whose keys have these values
+      where: {decoding: none}            # optional: only the runs whose keys have these values (null: not set;
+                                         # a list: any of them; text may be a pattern: "*.json")
       row_header: recipe                 # optional: the first column's header (default: the row keys)
       row_labels: {lfb_avg: "`lfb_avg`, ours (MiniLM, text only)"}   # optional, by the row's value(s) joined ", "
       column_label: "w = {}"             # optional: format of a column's value(s)
@@ -22,7 +23,18 @@ recipe by window). A spec file (YAML) is a list of tables, each a mapping:
       row_order: [zero_shot, lfb_avg]    # optional: these first, in this order (else as found)
       column_order: [1min, 3min, 5min]   # optional (else durations by length, other values as found)
       quoted: [{label: InternVideo LFB Avg (paper, V+T), after: lfb_avg, cells: {5min: 12.37 / 17.25 / 3.73}}]
+                                         # (or before: a row; cells by column value, or by metric: see below)
       digits: 2                          # optional
+
+**One number per column**: `columns: [metric]` makes each number of `metrics` a column (the multiple-choice
+tables: overall and per question type, `per_type/when task`), the rows one setting each; `quoted` cells are then
+keyed by metric, and a column label's `{n}` is how many units its intervals resampled (`"when task ({n})"`:
+the questions of that type, from metrics.json). docs/tables/multiple_choice.yaml lays out docs/results.md's
+multiple-choice tables so.
+
+**Paired comparisons**: a table with `compare` (spacewalk/comparison_tables.py) lists, for each comparison of two
+groups of runs named by config keys, `python -m spacewalk.compare`'s difference B - A, its interval and p
+(docs/tables/comparisons.yaml); it goes into its block, `--verify` and `--check` as any table.
 
 A cell holds its numbers joined by " / ", each `value [low, high]` for one run (its bootstrap interval) or
 `mean ± std [low, high]` over several seeds (the pooled interval: spacewalk/seed_groups.py). Two settings that
@@ -63,12 +75,28 @@ from typing import Any
 
 import yaml
 
+from spacewalk.comparison_tables import (
+    ComparisonSpec,
+    ComparisonTable,
+    build_comparison_table,
+    compare_command,
+    comparison_markdown,
+)
 from spacewalk.errors import ConfigError, DataError
 from spacewalk.io import write_text
-from spacewalk.run_dirs import Metric, RunDir, metric_value, read_runs
-from spacewalk.seed_groups import SeedGroup, SeedSummary, format_summary, group_by_seed, summarize
+from spacewalk.run_dirs import Metric, RunDir, metric_value, read_runs, where_mapping
+from spacewalk.seed_groups import (
+    SeedGroup,
+    SeedSummary,
+    commits_text,
+    format_summary,
+    group_by_seed,
+    seeds_text,
+    summarize,
+)
 
 Rescore = Callable[[Path], Mapping[str, Any]]
+METRIC_COLUMNS = "metric"  # `columns: [metric]`: the numbers of `metrics` are the columns
 CHECK_TOLERANCE = 1e-6  # a re-scored number may differ from metrics.json's by float rounding only
 
 
@@ -79,6 +107,7 @@ class QuotedRow:
     label: str
     cells: dict[str, str]  # column label's value (as in column_order) -> the quoted text
     after: str | None = None  # the row label (or row value) it follows; None: at the end
+    before: str | None = None  # or the one it precedes (a paper's chance level above the runs)
 
 
 @dataclass(frozen=True)
@@ -89,7 +118,7 @@ class TableSpec:
     rows: tuple[str, ...] = ("model",)
     columns: tuple[str, ...] = ("context",)
     title: str | None = None
-    where: dict[str, str] = field(default_factory=dict)
+    where: dict[str, Any] = field(default_factory=dict)
     row_header: str | None = None
     row_labels: dict[str, str] = field(default_factory=dict)
     column_label: str = "{}"
@@ -120,6 +149,9 @@ class TableSpec:
                 raise ConfigError(f"{where}: {key} must be a non-empty list of names, got {value!r}")
             return tuple(str(v) for v in value)
 
+        def conditions() -> dict[str, Any]:
+            return where_mapping(values.get("where"), f"{where}: where")
+
         def mapping(key: str) -> dict[str, str]:
             value = values.get(key) or {}
             if not isinstance(value, Mapping):
@@ -129,16 +161,18 @@ class TableSpec:
         quoted = []
         for i, q in enumerate(values.get("quoted") or []):
             if not isinstance(q, Mapping) or "label" not in q or not isinstance(q.get("cells", {}), Mapping) or \
-                    set(q) - {"label", "cells", "after"}:
+                    set(q) - {"label", "cells", "after", "before"} or q.get("after") is not None and \
+                    q.get("before") is not None:
                 raise ConfigError(f"{where}: quoted[{i}] must be a mapping with label, cells (column -> text) and "
-                                  f"optionally after, got {q!r}")
+                                  f"optionally after or before, got {q!r}")
             quoted.append(QuotedRow(str(q["label"]), {str(k): str(v) for k, v in (q.get("cells") or {}).items()},
-                                    None if q.get("after") is None else str(q["after"])))
+                                    None if q.get("after") is None else str(q["after"]),
+                                    None if q.get("before") is None else str(q["before"])))
         digits = values.get("digits", 2)
         if not isinstance(digits, int) or digits < 0:
             raise ConfigError(f"{where}: digits must be a non-negative integer, got {digits!r}")
         spec = cls(metrics=names("metrics", cls.metrics), rows=names("rows", cls.rows),
-                   columns=names("columns", cls.columns), title=values.get("title"), where=mapping("where"),
+                   columns=names("columns", cls.columns), title=values.get("title"), where=conditions(),
                    row_header=values.get("row_header"), row_labels=mapping("row_labels"),
                    column_label=str(values.get("column_label", "{}")),
                    column_labels=mapping("column_labels"), row_order=names("row_order", ()),
@@ -146,11 +180,23 @@ class TableSpec:
         if "seed" in spec.rows + spec.columns:
             raise ConfigError(f"{where}: seed cannot be a row or column key: runs that differ only in their seed "
                               "are one cell (mean ± std over the seeds)")
+        if METRIC_COLUMNS in spec.rows or METRIC_COLUMNS in spec.columns and len(spec.columns) > 1:
+            raise ConfigError(f"{where}: `{METRIC_COLUMNS}` stands alone as `columns: [{METRIC_COLUMNS}]` (one column "
+                              "per number of `metrics`), never a row key or beside another column key")
         return spec
 
+    @property
+    def metric_columns(self) -> bool:
+        """One column per number (`columns: [metric]`), one number per cell."""
+        return self.columns == (METRIC_COLUMNS,)
 
-def load_specs(path: str | Path) -> list[TableSpec]:
-    """The tables of a spec file: a YAML list of table mappings (or one mapping)."""
+
+Spec = TableSpec | ComparisonSpec
+
+
+def load_specs(path: str | Path) -> list[Spec]:
+    """The tables of a spec file: a YAML list of table mappings (or one mapping); one with `compare` is a table
+    of paired comparisons (spacewalk/comparison_tables.py)."""
     path = Path(path)
     if not path.is_file():
         raise DataError("spec file not found", file=path)
@@ -161,7 +207,8 @@ def load_specs(path: str | Path) -> list[TableSpec]:
     values = [values] if isinstance(values, Mapping) else values
     if not isinstance(values, list) or not values:
         raise DataError("a spec file is a list of tables (mappings)", file=path)
-    return [TableSpec.from_mapping(v, f"{path}: table {i}") for i, v in enumerate(values)]
+    return [(ComparisonSpec if isinstance(v, Mapping) and "compare" in v else TableSpec).from_mapping(
+        v, f"{path}: table {i}") for i, v in enumerate(values)]
 
 
 # ---- the tables -----------------------------------------------------------------------------------------------------
@@ -210,12 +257,32 @@ class Table:
     def row_label(self, key: str) -> str:
         return self.spec.row_labels.get(key, key)
 
+    def cell_metrics(self, column: str) -> list[str]:
+        """The numbers of a column's cells: the column's own (`columns: [metric]`), else every metric."""
+        return [column] if self.spec.metric_columns else list(self.spec.metrics)
+
+    def units(self, column: str) -> str:
+        """How many units (questions, recordings) the column's numbers' intervals resampled, for `{n}` in its
+        label: "105", or "105/52" where its runs differ, "?" where no run says."""
+        found = {run.headline[m].n for (_, c), cell in self.cells.items() if c == column
+                 for run in cell.group.runs for m in self.cell_metrics(column)
+                 if m in run.headline and run.headline[m].n is not None}
+        return "/".join(str(n) for n in sorted(found)) or "?"
+
     def column_label(self, key: str) -> str:
-        return self.spec.column_labels.get(key) or self.spec.column_label.format(key)
+        own = self.spec.column_labels.get(key)
+        if own:
+            return own.replace("{n}", self.units(key)) if "{n}" in own else own
+        return self.spec.column_label.format(key, n=self.units(key))
+
+    @property
+    def mismatches(self) -> list[str]:
+        return [m for c in self.cells.values() for m in c.mismatches]
 
     def layout(self) -> list[tuple[str, list[str], bool]]:
-        """The rows as printed: (label, cell texts, quoted). A quoted row follows the row it names (by value or
-        label) where that row's place in `row_order` is, even when no run fills it; the others come last."""
+        """The rows as printed: (label, cell texts, quoted). A quoted row follows (`after`) or precedes (`before`)
+        the row it names (by value or label) where that row's place in `row_order` is, even when no run fills it;
+        the others come last."""
         def quoted_row(q: QuotedRow) -> tuple[str, list[str], bool]:
             return q.label, [q.cells.get(c, "-") for c in self.column_keys], True
 
@@ -223,8 +290,12 @@ class Table:
         placed: set[int] = set()
         places = [*self.spec.row_order, *(r for r in self.row_keys if r not in self.spec.row_order)]
         for row in places:
+            for i, q in enumerate(self.spec.quoted):
+                if i not in placed and q.before is not None and q.before in (row, self.row_label(row)):
+                    out.append(quoted_row(q))
+                    placed.add(i)
             if row in self.row_keys:
-                cells = [self.cells[(row, c)].text(self.spec.metrics, self.spec.digits) if (row, c) in self.cells
+                cells = [self.cells[(row, c)].text(self.cell_metrics(c), self.spec.digits) if (row, c) in self.cells
                          else "-" for c in self.column_keys]
                 out.append((self.row_label(row), cells, False))
             for i, q in enumerate(self.spec.quoted):
@@ -233,6 +304,9 @@ class Table:
                     placed.add(i)
         out += [quoted_row(q) for i, q in enumerate(self.spec.quoted) if i not in placed]
         return out
+
+
+AnyTable = Table | ComparisonTable
 
 
 def _group_numbers(group: SeedGroup, metrics: Sequence[str]) -> dict[str, SeedSummary | None]:
@@ -251,15 +325,17 @@ def _group_numbers(group: SeedGroup, metrics: Sequence[str]) -> dict[str, SeedSu
 
 
 def build_table(spec: TableSpec, runs: Sequence[RunDir]) -> Table:
-    """Lay the runs out by the spec: filter by `where`, group by seed, one setting per cell."""
-    matching = [r for r in runs if all(str(r.value(k)) == v for k, v in spec.where.items())]
+    """Lay the runs out by the spec: filter by `where`, group by seed, one setting per cell (per row with
+    `columns: [metric]`, its numbers then one per column)."""
+    matching = [r for r in runs if r.matches(spec.where)]
     chosen = [r for r in matching if r.metrics is not None]
     cells: dict[tuple[str, str], Cell] = {}
     rows: list[str] = []
     columns: list[str] = []
     for group in group_by_seed(chosen):
         first = group.runs[0]
-        row, column = _key_text([first.value(k) for k in spec.rows]), _key_text([first.value(k) for k in spec.columns])
+        row = _key_text([first.value(k) for k in spec.rows])
+        column = "" if spec.metric_columns else _key_text([first.value(k) for k in spec.columns])
         if (row, column) in cells:
             other = cells[(row, column)].group
             which = f"table {spec.title!r}" if spec.title else "the table"
@@ -270,8 +346,11 @@ def build_table(spec: TableSpec, runs: Sequence[RunDir]) -> Table:
         cells[(row, column)] = Cell(group, _group_numbers(group, spec.metrics))
         rows += [row] if row not in rows else []
         columns += [column] if column not in columns else []
+    if spec.metric_columns:  # the row's cell, one per number
+        cells = {(row, m): Cell(cell.group, cell.numbers) for (row, _), cell in cells.items() for m in spec.metrics}
+        columns = list(spec.metrics)
     return Table(spec, _ordered(rows, spec.row_order, natural=False),
-                 _ordered(columns, spec.column_order, natural=True), cells,
+                 columns if spec.metric_columns else _ordered(columns, spec.column_order, natural=True), cells,
                  [r.path for r in matching if r.metrics is None])
 
 
@@ -325,9 +404,21 @@ def default_rescore() -> Rescore:
 
 
 def check_table(table: Table, rescore: Rescore) -> None:
-    for cell in table.cells.values():
+    for (_, column), cell in table.cells.items():
         for run in cell.group.runs:
-            cell.mismatches += check_run(run, table.spec.metrics, rescore)
+            cell.mismatches += check_run(run, table.cell_metrics(column), rescore)
+
+
+def cached(rescore: Rescore) -> Rescore:
+    """`rescore` once per run directory: a run in several cells or tables is re-scored once."""
+    done: dict[Path, Mapping[str, Any]] = {}
+
+    def once(path: Path) -> Mapping[str, Any]:
+        if path not in done:
+            done[path] = rescore(path)
+        return done[path]
+
+    return once
 
 
 # ---- outputs ------------------------------------------------------------------------------------------------------
@@ -336,22 +427,14 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _seeds(group: SeedGroup) -> str:
-    seeds = [str(s) for s in group.seeds if s is not None]
-    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "seed not recorded"
-
-
-def _commits(group: SeedGroup) -> str:
-    commits = sorted({r.commit or "not recorded" for r in group.runs})
-    return f"commit{'s' if len(commits) > 1 else ''} {', '.join(c[:12] if c != 'not recorded' else c for c in commits)}"
-
-
-def table_markdown(table: Table) -> str:
+def table_markdown(table: AnyTable) -> str:
+    if isinstance(table, ComparisonTable):
+        return comparison_markdown(table)
     spec = table.spec
     header = spec.row_header or ", ".join(spec.rows)
     lines = [f"### {spec.title}\n"] if spec.title else []
     if not table.cells:
-        where = ", ".join(f"{k}={v}" for k, v in spec.where.items())
+        where = ", ".join(f"{k}={'|'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in spec.where.items())
         lines.append(f"No run with a metrics.json matches this table{f' ({where})' if where else ''}.")
         lines += [f"Left out, no metrics.json (failed, or still running): {', '.join(map(str, table.missing))}"] \
             if table.missing else []
@@ -363,22 +446,24 @@ def table_markdown(table: Table) -> str:
         lines.append("| " + " | ".join(_escape(x) for x in [label + (" (quoted)" if quoted else ""), *cells]) + " |")
     seeds = any(len(c.group.runs) > 1 for c in table.cells.values())
     lines.append("")
-    lines.append(f"Each cell: {' / '.join(spec.metrics)}, "
+    lines.append(f"Each cell: {'its column' if spec.metric_columns else ' / '.join(spec.metrics)}, "
                  + ("mean ± standard deviation over the seeds, then the pooled 95 % interval in brackets (the mean of "
                     "the seeds' bootstrap bounds, spacewalk/seed_groups.py); a single run: its value and interval."
                     if seeds else "the value and its 95 % bootstrap interval in brackets.")
                  + " Commands:")
     lines.append("")
     for row in table.row_keys:
-        for column in table.column_keys:
+        for column in table.column_keys[:1] if spec.metric_columns else table.column_keys:  # a row is one setting
             cell = table.cells.get((row, column))
             if cell is not None:
-                lines.append(f"- {table.row_label(row)}, {table.column_label(column)} ({_seeds(cell.group)}; "
-                             f"{_commits(cell.group)}): `{cell.group.command() or 'not recorded'}`")
+                where = table.row_label(row) if spec.metric_columns else \
+                    f"{table.row_label(row)}, {table.column_label(column)}"
+                lines.append(f"- {where} ({seeds_text(cell.group)}; {commits_text(cell.group)}): "
+                             f"`{cell.group.command() or 'not recorded'}`")
     if table.missing:
         lines += ["", "Left out, no metrics.json (failed, or still running): "
                   + ", ".join(str(p) for p in table.missing)]
-    mismatches = [m for c in table.cells.values() for m in c.mismatches]
+    mismatches = table.mismatches
     if mismatches:
         lines += ["", "**(!) no longer reproduces from its recorded predictions** (`--check`):", ""]
         lines += [f"- {m}" for m in mismatches]
@@ -444,11 +529,32 @@ def stale_rows(text: str, tables: Sequence[Table], name: str) -> list[str]:
     return stale
 
 
-def csv_rows(tables: Sequence[Table]) -> list[dict[str, Any]]:
+def _comparison_csv_rows(table: ComparisonTable) -> list[dict[str, Any]]:
+    """A comparison's rows: the difference B - A as the value, its interval, the runs of both sides."""
+    rows = []
+    for c in table.compared:
+        for name in table.spec.metrics:
+            d = c.differences.get(name)
+            rows.append({
+                "table": table.spec.title or "", "row": c.comparison.label, "column": "B - A", "metric": name,
+                "n_seeds": f"{len(c.a.runs)} / {len(c.b.runs)}", "value": d.difference if d else None,
+                "low": d.low if d else None, "high": d.high if d else None, "unit": d.unit if d else None,
+                "level": table.spec.level, "values": f"A {d.a!r} B {d.b!r} p {d.p_value!r}" if d else "",
+                "seeds": f"A {' '.join(map(str, c.a.seeds))}; B {' '.join(map(str, c.b.seeds))}",
+                "command": compare_command(c, table.spec),
+                "commits": " ".join(sorted({r.commit or "" for r in [*c.a.runs, *c.b.runs]})).strip(),
+                "runs": " ".join(str(r.path) for r in [*c.a.runs, *c.b.runs]), "check": "; ".join(c.mismatches)})
+    return rows
+
+
+def csv_rows(tables: Sequence[AnyTable]) -> list[dict[str, Any]]:
     rows = []
     for table in tables:
+        if isinstance(table, ComparisonTable):
+            rows += _comparison_csv_rows(table)
+            continue
         for (row, column), cell in table.cells.items():
-            for name in table.spec.metrics:
+            for name in table.cell_metrics(column):
                 s = cell.numbers.get(name)
                 rows.append({
                     "table": table.spec.title or "", "row": table.row_label(row), "column": table.column_label(column),
@@ -485,6 +591,9 @@ def log_to_wandb(tables: Sequence[Table], command: str, project: str = "spacewal
     try:
         logged: dict[str, Any] = {}
         for i, table in enumerate(tables):
+            if isinstance(table, ComparisonTable):
+                logged[f"report/table_{i}"] = wandb.Table(columns=table.header(), data=table.rows())
+                continue
             header = table.spec.row_header or ", ".join(table.spec.rows)
             columns = [header, *(table.column_label(c) for c in table.column_keys)]
             logged[f"report/table_{i}"] = wandb.Table(columns=columns, data=[[label, *cells] for label, cells, _
@@ -499,14 +608,25 @@ def log_to_wandb(tables: Sequence[Table], command: str, project: str = "spacewal
         run.finish()
 
 
-def build_report(paths: Sequence[str | Path], specs: Sequence[TableSpec],
-                 rescore: Rescore | None = None) -> list[Table]:
-    """The tables of `specs` from the run (or sweep) directories; with `rescore`, each cell checked (--check)."""
+def build_report(paths: Sequence[str | Path], specs: Sequence[Spec], rescore: Rescore | None = None,
+                 score: Callable[[Path], Any] | None = None) -> list[AnyTable]:
+    """The tables of `specs` from the run (or sweep) directories; with `rescore`, each cell checked (--check).
+    Comparison tables re-score their runs with `score(run_dir) -> ScoredRun` (default
+    spacewalk.rescore.scored_run), and with `rescore` given hold those numbers against metrics.json too."""
     runs = read_runs(paths)
-    tables = [build_table(spec, runs) for spec in specs]
-    if rescore is not None:
-        for table in tables:
+    rescore = cached(rescore) if rescore is not None else None
+    if score is None and any(isinstance(s, ComparisonSpec) for s in specs):
+        from spacewalk.rescore import scored_run as score
+    score = cached(score) if score is not None else None
+    tables: list[AnyTable] = []
+    for spec in specs:
+        if isinstance(spec, ComparisonSpec):
+            tables.append(build_comparison_table(spec, runs, score, check=rescore is not None))
+            continue
+        table = build_table(spec, runs)
+        if rescore is not None:
             check_table(table, rescore)
+        tables.append(table)
     return tables
 
 
@@ -552,7 +672,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(line)
             print(f"{args.verify}: {len(stale)} table rows differ from their runs" if stale else
                   f"{args.verify}: every table row matches its runs", file=sys.stderr)
-            return 1 if stale or any(c.mismatches for t in tables for c in t.cells.values()) else 0
+            return 1 if stale or any(t.mismatches for t in tables) else 0
         if args.update is not None:
             if not args.update.is_file():
                 raise DataError("file not found", file=args.update)
@@ -567,7 +687,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.wandb:
             folder = log_to_wandb(tables, command, args.wandb_project, args.wandb_mode, args.wandb_dir)
             print(f"W&B ({args.wandb_mode}): {folder}", file=sys.stderr)
-    return 1 if any(c.mismatches for t in tables for c in t.cells.values()) else 0
+    return 1 if any(t.mismatches for t in tables) else 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ headline numbers with their intervals, and the command and commit that produced 
 
 A run directory is what train.py and evaluate.py write (`.hydra/` with `overrides.yaml`, `config.yaml`,
 `hydra.yaml`; `metrics.json`; `provenance.json`, spacewalk/provenance.py); a sweep directory holds one per job
-(`0/`, `1/`, ...). `find_runs` takes either.
+(`0/`, `1/`, ...), and evaluate.py's multiple-choice runs lie deeper (`<data>/<model>/<hash>/`). `find_runs` takes a
+run directory or any folder holding runs.
 
 **Headline numbers.** Every task's metrics.json holds `"intervals"` (spacewalk/bootstrap.py): for each headline
 number an interval dict (estimate, low, high, level, unit, ...), at the top level (step recognition, intra-video
@@ -22,6 +23,7 @@ written with `metrics.bootstrap.n_resamples=0` (or before the intervals) falls b
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from spacewalk.errors import DataError
+from spacewalk.errors import ConfigError, DataError
 from spacewalk.io import load_json
 from spacewalk.provenance import command_line, read_provenance
 
@@ -50,6 +52,9 @@ class Metric:
     high: float | None = None
     unit: str | None = None
     level: float | None = None
+    # how many units (questions, recordings) the interval resampled: a table's column header can say it ("when
+    # task (67)"); not part of the number, so two Metrics that differ only in it are equal
+    n: int | None = field(default=None, compare=False)
 
 
 def _is_interval(x: Any) -> bool:
@@ -69,8 +74,9 @@ def _intervals(node: Any, prefix: str, out: dict[str, Metric]) -> None:
         if _is_interval(value):
             estimate = _number(value["estimate"])
             if estimate is not None:
+                n = value.get("n")
                 out[name] = Metric(estimate, _number(value["low"]), _number(value["high"]), value.get("unit"),
-                                   value.get("level"))
+                                   value.get("level"), n if isinstance(n, int) and not isinstance(n, bool) else None)
         elif isinstance(value, Mapping):
             _intervals(value, f"{name}/", out)
 
@@ -167,6 +173,12 @@ class RunDir:
             node = node[part]
         return node
 
+    def matches(self, where: Mapping[str, Any]) -> bool:
+        """Whether the run's config keys have the values `where` asks for (a table's or a comparison's filter):
+        None, the key is not set; a list, any of its values; text, a shell-style pattern of the value as text
+        (`data.questions: "*.json"`; text without `*?[` is the value itself)."""
+        return all(_matches(self.value(key), wanted) for key, wanted in where.items())
+
     @property
     def seed(self) -> Any:
         return self.value("seed")
@@ -185,6 +197,29 @@ class RunDir:
         if not self.provenance or not self.provenance.get("commit"):
             return None
         return self.provenance["commit"] + ("+dirty" if self.provenance.get("dirty") else "")
+
+
+def _matches(value: Any, wanted: Any) -> bool:
+    if isinstance(wanted, (list, tuple)):
+        return any(_matches(value, w) for w in wanted)
+    if wanted is None:
+        return value is None
+    return value is not None and fnmatch.fnmatchcase(str(value), str(wanted))
+
+
+def where_mapping(value: Any, where: str) -> dict[str, Any]:
+    """A `where` filter (run_dirs.RunDir.matches): config key -> None (not set), a value or pattern (as text), or a
+    list of them (any of); `where` names it in errors."""
+    value = value or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a mapping of config keys to values, got {value!r}")
+
+    def one(v: Any) -> str | None:
+        if v is not None and not isinstance(v, (str, int, float)):
+            raise ConfigError(f"{where}: a value must be text, a number, null or a list of them, got {v!r}")
+        return None if v is None else str(v)
+
+    return {str(k): tuple(one(x) for x in v) if isinstance(v, list) else one(v) for k, v in value.items()}
 
 
 def is_run_dir(path: Path) -> bool:
@@ -234,9 +269,19 @@ def _job_order(path: Path) -> tuple:
     return (0, int(path.name), "") if path.name.isdigit() else (1, 0, path.name)
 
 
+def _runs_below(folder: Path) -> list[Path]:
+    """The run directories inside `folder` at any depth (a run directory's own subfolders are not searched),
+    each folder's in job order."""
+    found: list[Path] = []
+    for path in sorted((p for p in folder.iterdir() if p.is_dir()), key=_job_order):
+        found += [path] if is_run_dir(path) else _runs_below(path)
+    return found
+
+
 def find_runs(paths: Iterable[str | Path]) -> list[Path]:
-    """The run directories among `paths`: a run directory itself, or each job of a sweep directory (its
-    subdirectories that are run directories, in job order). A path that is neither is refused, naming it."""
+    """The run directories among `paths`: a run directory itself, or each run directory below a folder (a sweep
+    directory's jobs in job order; a folder of runs such as evaluate.py's
+    `outputs/evaluate/runs/multiple_choice/<data>/<model>/<hash>/`). A path that is neither is refused, naming it."""
     found: list[Path] = []
     for path in map(Path, paths):
         if not path.is_dir():
@@ -244,9 +289,9 @@ def find_runs(paths: Iterable[str | Path]) -> list[Path]:
         if is_run_dir(path):
             found.append(path)
             continue
-        jobs = sorted((p for p in path.iterdir() if p.is_dir() and is_run_dir(p)), key=_job_order)
+        jobs = _runs_below(path)
         if not jobs:
-            raise DataError("neither a run directory (.hydra/, metrics.json) nor a sweep directory holding any",
+            raise DataError("neither a run directory (.hydra/, metrics.json) nor a folder holding any (a sweep)",
                             file=path)
         found.extend(jobs)
     return found

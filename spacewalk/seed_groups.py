@@ -125,3 +125,15 @@ def format_summary(s: SeedSummary, digits: int = 2) -> str:
     if s.low is not None and s.high is not None and not (math.isnan(s.low) or math.isnan(s.high)):
         text += f" [{s.low:.{digits}f}, {s.high:.{digits}f}]"
     return text
+
+
+def seeds_text(group: SeedGroup) -> str:
+    """`seeds 0, 1, 2`, `seed 0`, or `seed not recorded`: a table's note on a cell."""
+    seeds = [str(s) for s in group.seeds if s is not None]
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}" if seeds else "seed not recorded"
+
+
+def commits_text(group: SeedGroup) -> str:
+    """The commits the group's runs were made at (12 digits), or `commit not recorded`."""
+    commits = sorted({r.commit or "not recorded" for r in group.runs})
+    return f"commit{'s' if len(commits) > 1 else ''} {', '.join(c[:12] if c != 'not recorded' else c for c in commits)}"

@@ -26,13 +26,13 @@ def step_metrics(acc: float, mAP: float, iou: float, half: float = 2.0, **extra)
 
 
 def write_run(path: Path, overrides: list[str], metrics: dict | None, entry: str = "train",
-              provenance: dict | None = None, **choices) -> Path:
+              provenance: dict | None = None, config: dict | None = None, **choices) -> Path:
     """A run directory: `.hydra/` (overrides, hydra.yaml's job name and choices, config.yaml with context and
-    seed from the overrides), metrics.json (None: a failed job), provenance.json when given."""
+    seed from the overrides, and `config`'s keys), metrics.json (None: a failed job), provenance.json when given."""
     values = dict(o.lstrip("+").split("=", 1) for o in overrides)
     chosen = {**DEFAULT_CHOICES, **{k: v for k, v in values.items() if k in DEFAULT_CHOICES}, **choices}
     config = {"seed": int(values.get("seed", 0)), "context": values.get("context", "5min"),
-              "ckpt_path": values.get("ckpt_path"), "model": {"_target_": "models.Fake"}}
+              "ckpt_path": values.get("ckpt_path"), "model": {"_target_": "models.Fake"}, **(config or {})}
     hydra = {"hydra": {"job": {"name": entry}, "runtime": {"cwd": str(path.parent), "choices": chosen}}}
     (path / ".hydra").mkdir(parents=True)
     (path / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
