@@ -18,6 +18,11 @@ A table of a report spec (docs/tables/*.yaml) is a comparison table when it has 
       level: 0.95
       digits: 2
 
+A side's `predictions: decoded` compares its runs' plan-decoded predictions (`<run>/decoded/<its decoding>/`,
+re-scored as runs of their own; their recorded numbers are metrics.json's `decoded/...`) instead of the runs' own:
+`{label: lfb_cat 5 min, a: {model: lfb_cat, context: 5min, decoding: within_window}, b: {model: lfb_cat, context:
+5min, decoding: within_window, predictions: decoded}}` is what decoding adds on the same runs.
+
 A side is the runs (with a metrics.json) whose config keys match the table's `where` and the side's own keys
 (the values as in a report's `where`: spacewalk/run_dirs.py `RunDir.matches`); its seeds are one group, the mean
 of its runs on each resample, as `python -m spacewalk.compare --a RUN... --b RUN...` with those runs, the command
@@ -44,11 +49,30 @@ from spacewalk.seed_groups import SeedGroup, commits_text, group_by_seed, seeds_
 CHECK_TOLERANCE = 1e-6  # as the report's --check: float rounding only
 
 
+PREDICTIONS = "predictions"  # a side's key that is not a config key: `decoded` (module docstring)
+DECODED = "decoded"
+
+
 @dataclass(frozen=True)
 class Comparison:
     label: str
     a: dict[str, Any]
     b: dict[str, Any]
+    a_decoded: bool = False  # the side's decoded predictions, not the runs' own
+    b_decoded: bool = False
+
+
+def _side_keys(values: Any, where: str) -> tuple[dict[str, Any], bool]:
+    """A side's config keys and whether it compares decoded predictions (`predictions: decoded`)."""
+    if not isinstance(values, Mapping) or PREDICTIONS not in values:
+        return where_mapping(values, where), False
+    if values[PREDICTIONS] != DECODED:
+        raise ConfigError(f"{where}: {PREDICTIONS} must be {DECODED!r} (the runs' plan-decoded predictions) or left "
+                          f"out (their own), got {values[PREDICTIONS]!r}")
+    keys = {k: v for k, v in values.items() if k != PREDICTIONS}
+    if not keys:
+        raise ConfigError(f"{where}: a side needs config keys besides {PREDICTIONS}")
+    return where_mapping(keys, where), True
 
 
 @dataclass(frozen=True)
@@ -86,8 +110,8 @@ class ComparisonSpec:
             if not isinstance(c, Mapping) or set(c) != {"label", "a", "b"} or not c["a"] or not c["b"]:
                 raise ConfigError(f"{where}: compare[{i}] must be a mapping with label, a and b (each a mapping of "
                                   f"config keys to values, as `where`), got {c!r}")
-            comparisons.append(Comparison(str(c["label"]), where_mapping(c["a"], f"{where}: compare[{i}].a"),
-                                          where_mapping(c["b"], f"{where}: compare[{i}].b")))
+            (a, a_decoded), (b, b_decoded) = (_side_keys(c[k], f"{where}: compare[{i}].{k}") for k in ("a", "b"))
+            comparisons.append(Comparison(str(c["label"]), a, b, a_decoded, b_decoded))
         labels = [c.label for c in comparisons]
         if len(set(labels)) < len(labels):
             raise ConfigError(f"{where}: two comparisons with one label: {labels}")
@@ -120,6 +144,8 @@ class Compared:
     differences: dict[str, Any]  # metric -> spacewalk.compare.Difference
     notes: list[str] = field(default_factory=list)
     mismatches: list[str] = field(default_factory=list)  # --check: runs whose re-scoring differs from metrics.json
+    paths_a: list[Path] = field(default_factory=list)  # what each side scored (the runs, or their decoded predictions)
+    paths_b: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -196,22 +222,38 @@ def build_comparison_table(spec: ComparisonSpec, runs: Sequence[RunDir], score: 
                      if group is None]
             table.left_out.append(f"{comparison.label}: no finished run for {' nor '.join(sides)}")
             continue
-        scored_a, scored_b = [score(r.path) for r in a.runs], [score(r.path) for r in b.runs]
+        paths_a, paths_b = ([predictions_path(r, decoded) for r in group.runs]
+                            for group, decoded in ((a, comparison.a_decoded), (b, comparison.b_decoded)))
+        scored_a, scored_b = [score(p) for p in paths_a], [score(p) for p in paths_b]
         differences, notes = compare(scored_a, scored_b, options)
-        made = Compared(comparison, a, b, {d.name: d for d in differences}, list(notes))
+        made = Compared(comparison, a, b, {d.name: d for d in differences}, list(notes), paths_a=paths_a,
+                        paths_b=paths_b)
         if check:
-            for run, scored in zip([*a.runs, *b.runs], [*scored_a, *scored_b]):
-                made.mismatches += _check(run, scored, spec.metrics)
+            for run, scored, decoded in [*((r, s, comparison.a_decoded) for r, s in zip(a.runs, scored_a)),
+                                         *((r, s, comparison.b_decoded) for r, s in zip(b.runs, scored_b))]:
+                made.mismatches += _check(run, scored, spec.metrics, decoded)
         table.compared.append(made)
     return table
 
 
-def _check(run: RunDir, scored: Any, metrics: Sequence[str]) -> list[str]:
+def predictions_path(run: RunDir, decoded: bool) -> Path:
+    """What a side scores of `run`: the run directory, or its decoded predictions (`<run>/decoded/<decoding>`)."""
+    if not decoded:
+        return run.path
+    decoding = run.value("decoding")
+    path = run.path / "decoded" / str(decoding)
+    if decoding in (None, "none") or not path.is_dir():
+        raise ConfigError(f"{run.path}: a side with {PREDICTIONS}: {DECODED} needs runs that decoded (decoding="
+                          f"{decoding}; no {path}): add decoding=<name> to the side's keys")
+    return path
+
+
+def _check(run: RunDir, scored: Any, metrics: Sequence[str], decoded: bool = False) -> list[str]:
     import math
 
     problems = []
     for name in metrics:
-        recorded = run.headline.get(name)
+        recorded = run.headline.get(f"decoded/{name}" if decoded else name)
         rescored = scored.metrics.get(name)
         if recorded is None or rescored is None:
             continue
@@ -229,8 +271,8 @@ def compare_command(compared: Compared, spec: ComparisonSpec) -> str:
     for flag, value, default in (("--resamples", spec.resamples, 1000), ("--level", spec.level, 0.95),
                                  ("--seed", spec.seed, 0)):
         extra += [flag, str(value)] if value != default else []
-    return shlex.join(["python", "-m", "spacewalk.compare", "--a", *(str(r.path) for r in compared.a.runs),
-                       "--b", *(str(r.path) for r in compared.b.runs), *extra])
+    return shlex.join(["python", "-m", "spacewalk.compare", "--a", *map(str, compared.paths_a),
+                       "--b", *map(str, compared.paths_b), *extra])
 
 
 def comparison_markdown(table: ComparisonTable) -> str:

@@ -294,12 +294,65 @@ def test_verify_and_check_name_a_drifted_comparison(step_sweep, tmp_path, capsys
     assert f"- {sweep / '4'}: Accuracy is {metrics['Accuracy']!r} in metrics.json, re-scored" in out
 
 
+def test_a_comparison_side_of_decoded_predictions(synthetic_spacewalk18, tmp_path, capsys):
+    """`predictions: decoded`: what the plan decoding adds to the same run (its raw predictions against those it
+    decoded, <run>/decoded/<name>/), the decoded side held against metrics.json's decoded numbers under --check."""
+    from spacewalk import compare
+    from spacewalk.rescore import scored_run
+    from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
+    from spacewalk.spacewalk18.open import open_spacewalk18
+
+    root = synthetic_spacewalk18()
+    data = {"_target_": "spacewalk.spacewalk18.open.open_spacewalk18", "root": str(root), "synthetic_root": None,
+            "seed": 0, "synthetic": {}}
+    dataset = open_spacewalk18(root)
+    run = write_run(tmp_path / "runs" / "0", ["model=lfb_cat", "context=5min", "decoding=within_window"], None)
+    resolved(run, "step_recognition", data, split="test", seed=0)
+    raw = evaluate_step_recognition(dataset, Noisy(0.5, 0), "test", run, plots=False, bootstrap=OPTIONS)
+    decoded_dir = run / "decoded" / "within_window"  # a stand-in for the decoder: stronger scores
+    decoded = evaluate_step_recognition(dataset, Noisy(1.5, 1), "test", decoded_dir, plots=False, bootstrap=OPTIONS)
+    (decoded_dir / "config.resolved.yaml").unlink(missing_ok=True)  # decoded predictions take their run's config
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["decoded"] = {"decoding": "within_window", **{k: decoded[k] for k in ("Accuracy", "mAP", "IoU")}}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    spec = tmp_path / "c.yaml"
+    spec.write_text("""
+- title: decoded against raw
+  resamples: 200
+  compare:
+    - {label: lfb_cat, a: {model: lfb_cat, decoding: within_window},
+       b: {model: lfb_cat, decoding: within_window, predictions: decoded}}
+""")
+    [table] = build_report([tmp_path / "runs"], load_specs(spec))
+    differences, _ = compare.compare([scored_run(run)], [scored_run(decoded_dir)], OPTIONS)
+    assert table.rows() == [["lfb_cat", d.name, f"{d.a:.2f}", f"{d.b:.2f}", f"{d.difference:+.2f}",
+                             f"[{d.low:+.2f}, {d.high:+.2f}]", f"{d.p_value:.3f}"] for d in differences]
+    assert [float(r[2]) for r in table.rows()][0] == round(raw["Accuracy"], 2) and float(table.rows()[0][4]) > 0
+    assert main([str(tmp_path / "runs"), "--spec", str(spec), "--check"]) == 0
+    assert f"--b {decoded_dir} --resamples 200" in capsys.readouterr().out
+    metrics["decoded"]["Accuracy"] += 1  # the decoded numbers recorded no longer follow from the decoded predictions
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    assert main([str(tmp_path / "runs"), "--spec", str(spec), "--check"]) == 1
+    drifted = f"{run}: Accuracy is {metrics['decoded']['Accuracy']!r} in metrics.json, re-scored"
+    assert drifted in capsys.readouterr().out
+    # a side of decoded predictions over runs that did not decode is refused, saying what to add
+    plain = write_run(tmp_path / "plain" / "0", ["model=lfb_cat"], None)
+    resolved(plain, "step_recognition", data, split="test", seed=0)
+    evaluate_step_recognition(dataset, Noisy(0.5, 0), "test", plain, plots=False, bootstrap=OPTIONS)
+    spec.write_text("- {title: T, compare: [{label: x, a: {model: lfb_cat}, b: {model: lfb_cat, predictions: "
+                    "decoded}}]}\n")
+    with pytest.raises(ConfigError, match="needs runs that decoded"):
+        build_report([tmp_path / "plain"], load_specs(spec))
+
+
 @pytest.mark.parametrize("values, message", [
     ({"compare": []}, "compare must be a non-empty list"),
     ({"compare": [{"label": "x", "a": {"model": "a"}}]}, r"compare\[0\] must be a mapping with label, a and b"),
     ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 2}}] * 2}, "two comparisons with one label"),
     ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 2}}], "resamples": 0}, "resamples must be a positive"),
     ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 2}}], "rows": ["model"]}, r"unknown keys \['rows'\]"),
+    ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 1, "predictions": "raw"}}]},
+     "predictions must be 'decoded'"),
 ])
 def test_a_bad_comparison_spec_is_refused_naming_the_key(values, message):
     from spacewalk.comparison_tables import ComparisonSpec
