@@ -284,15 +284,18 @@ def resampled_mean_average_precisions(scores: np.ndarray, labels: np.ndarray, cl
         if not pos.any():
             continue  # no positive in any resample: nan everywhere, left out
         order = np.lexsort((pos, -scores[:, c]))  # the authors' order: score descending, negatives first on ties
-        w, p = counts[:, order], pos[order].astype(np.float64)
-        tp = np.cumsum(w * p, axis=1)
-        seen = np.cumsum(w, axis=1)
+        at = np.flatnonzero(pos[order])  # the positives' ranks
+        # Only the positives' ranks are needed: the interpolated precision (the best at this rank or any later) is
+        # reached at a positive's rank, since precision only falls over a negative; the counts are integers, so
+        # these sums equal the full-length ones exactly (a third of the work: this is the bootstrap's hot loop).
+        seen = np.cumsum(counts[:, order], axis=1)[:, at]
+        w = counts[:, order[at]]
+        tp = np.cumsum(w, axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             precision = np.where(seen > 0, tp / seen, 0.0)
-            # interpolated precision: the best at this rank or any later (higher or equal recall)
             best_after = np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
             n_pos = tp[:, -1]
-            ap = (w * p * best_after).sum(axis=1) / n_pos
+            ap = (w * best_after).sum(axis=1) / n_pos
         has = n_pos > 0
         total[has] += ap[has]
         defined[has] += 1
