@@ -1,17 +1,17 @@
 r"""EgoCross registered as a benchmark (spacewalk.benchmarks): its release and its `score` subcommand.
 
     python -m spacewalk.score egocross --task closeqa|openqa --data FILE [--answers FILE] --predictions FILE \
-        [--judge openai|qwen2_5_vl|llava_onevision --judge-model NAME_OR_DIR [--judgements FILE] | --no-judge]
+        [--judge openai|transformers --judge-model NAME_OR_DIR [--judgements FILE] | --no-judge]
     python -m spacewalk.download egocross --root data/egocross      # the testbed JSON (no frames, no answers)
 
 Scores the raw replies {id: text}; --data is the testbed JSON with the answers in it, or with --answers (a
 map by id, or the testbed JSON with the answer fields added). OpenQA asks an LLM judge (the authors' prompt;
 score 0-5, >= 4 correct) for the replies the substring rule leaves open: --judge openai (an OpenAI-compatible
-server: $OPENAI_BASE_URL, key in $OPENAI_API_KEY) or a local transformers checkpoint (--judge qwen2_5_vl or
-llava_onevision, --judge-model DIR), text only; a judge reply with no readable mark scores 0 and is listed
-under "judge_unreadable". --no-judge scores those replies 0 instead and reports the lower bound as such. A
-judge that fails (its server unreachable after the retries) ends with exit code 1. The frames and answers
-are on the authors' gated dataset: docs/egoschema_egocross.md says how to get them.
+server: $OPENAI_BASE_URL, key in $OPENAI_API_KEY) or a local transformers checkpoint of any family
+the harness reads (--judge transformers --judge-model DIR), text only; a judge reply with no readable mark
+scores 0 and is listed under "judge_unreadable". --no-judge scores those replies 0 instead and reports the lower
+bound as such. A judge that fails (its server unreachable after the retries) ends with exit code 1. The frames and
+answers are on the authors' gated dataset: docs/egoschema_egocross.md says how to get them.
 """
 
 from __future__ import annotations
@@ -63,11 +63,16 @@ def egocross_judge(args: argparse.Namespace) -> _TextJudge:
     from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 
     try:
-        backend = TransformersVLMBackend(args.judge, model=str(args.judge_model), text_only=True,
+        family = None if args.judge == "transformers" else args.judge  # None: the checkpoint's model_type says
+        backend = TransformersVLMBackend(family, model=str(args.judge_model), text_only=True,
                                          max_new_tokens=args.judge_max_tokens)
     except (OSError, ValueError) as e:  # transformers: no such folder, a hub tag not in the local cache
         raise ScoringFailed(f"cannot load the judge {args.judge_model}: {e}") from e
     return _TextJudge(backend)
+
+
+# the families a judge may be named by (older commands), besides `transformers` (any family, found from the checkpoint)
+TRANSFORMERS_FAMILIES = ("qwen2_5_vl", "llava_onevision")
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,9 +81,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--answers", type=Path, help="the answers by id (default: those in --data)")
     parser.add_argument("--no-judge", action="store_true",
                         help="openqa: score the replies the substring rule leaves open as 0 (no LLM judge)")
-    parser.add_argument("--judge", choices=("openai", "qwen2_5_vl", "llava_onevision"),
+    parser.add_argument("--judge", choices=("openai", "transformers", *TRANSFORMERS_FAMILIES),
                         help="openqa: the LLM judge: an OpenAI-compatible server ($OPENAI_BASE_URL, "
-                             "$OPENAI_API_KEY) or a local transformers checkpoint of that family")
+                             "$OPENAI_API_KEY), or a local transformers checkpoint of any family the harness reads "
+                             "(`transformers`: the family from the checkpoint's model_type; or a family's name)")
     parser.add_argument("--judge-model", help="openqa: the judge's model name (openai) or checkpoint "
                                               "folder / cached hub tag (transformers)")
     from spacewalk.egocross.openqa import JUDGE_MAX_TOKENS
@@ -110,7 +116,7 @@ def score(args: argparse.Namespace) -> dict[str, Any]:
         return score_closeqa(dataset.questions, replies)
     if args.no_judge == (args.judge is not None):
         raise UsageError("egocross openqa needs an LLM judge for the replies the substring rule leaves open: "
-                         "--judge openai|qwen2_5_vl|llava_onevision with --judge-model, or --no-judge to score "
+                         "--judge openai|transformers with --judge-model, or --no-judge to score "
                          "those 0 (a lower bound)")
     judge = None if args.no_judge else egocross_judge(args)
     try:

@@ -119,11 +119,12 @@ def test_judge_options_and_a_judge_that_refuses(data, stub, tmp_path, capsys):
     assert "cannot load the judge" in capsys.readouterr().err
 
 
-def test_a_local_transformers_checkpoint_as_the_judge(data, tmp_path, capsys):
+@pytest.mark.parametrize("judge", ["transformers", "qwen2_5_vl"])  # the family found from the checkpoint, or named
+def test_a_local_transformers_checkpoint_as_the_judge(data, tmp_path, capsys, judge):
     root, questions = data
     replies = write_replies(tmp_path / "replies.json", questions[:6])
     checkpoint = tiny_models.write(tmp_path / "tiny", ["qwen2_5_vl"])["qwen2_5_vl"]
-    args = command(root, replies, "--judge", "qwen2_5_vl", "--judge-model", str(checkpoint), "--judge-max-tokens", "4",
+    args = command(root, replies, "--judge", judge, "--judge-model", str(checkpoint), "--judge-max-tokens", "4",
                    "--judgements", str(tmp_path / "judgements.json"))
     subset = write_subset(root, questions[:6], tmp_path)
     args[args.index("--data") + 1], args[args.index("--answers") + 1] = str(subset), str(subset)
