@@ -136,6 +136,12 @@ def find_config(run_dir: Path) -> Path:
             if folder != run_dir and folder / "decoded" != run_dir.parent:
                 break
             return folder / RUN_CONFIG
+    # a re-test (evaluate.py ckpt_path=<run>/checkpoints/X.ckpt, e.g. a decoding) runs with its trained run's config
+    # (what it changes, plots, intervals, devices, the decoding, does not change how predictions are scored)
+    holder = run_dir.parent.parent if run_dir.parent.name == "decoded" else run_dir
+    ckpt = next((o.split("=", 1)[1] for o in run_overrides(holder) if o.split("=", 1)[0] == "ckpt_path"), None)
+    if ckpt is not None and (Path(ckpt).parent.parent / RUN_CONFIG).is_file():
+        return Path(ckpt).parent.parent / RUN_CONFIG
     raise DataError(f"not a run directory: no {RUN_CONFIG} (written by train.py and evaluate.py into every run "
                     "directory; a run made before it was written cannot be re-scored)", file=run_dir)
 

@@ -360,3 +360,23 @@ def test_the_centred_p_value_by_hand():
     # d = 1; the resampled differences centred at d exceed |d| = 1 in two of four: p = (1 + 2) / (1 + 4)
     assert compare.centred_p_value(np.array([1.0, 2.5, -0.5, 1.2]), 1.0) == pytest.approx(3 / 5)
     assert compare.centred_p_value(np.zeros(9), 0.0) == 1.0
+
+
+def test_a_retest_is_read_with_its_trained_runs_config(tmp_path):
+    # evaluate.py ckpt_path=<run>/checkpoints/X.ckpt (a decoding) writes no resolved config of its own: its trained
+    # run's is the one it ran with, for the re-test and for the predictions it decoded
+    from spacewalk.errors import DataError
+    from spacewalk.rescore import RUN_CONFIG, find_config
+
+    trained = tmp_path / "trained"
+    (trained / "checkpoints").mkdir(parents=True)
+    (trained / RUN_CONFIG).write_text("data: {_target_: x}\n")
+    retest = tmp_path / "retest"
+    (retest / ".hydra").mkdir(parents=True)
+    (retest / ".hydra" / "overrides.yaml").write_text(
+        f"- ckpt_path={trained / 'checkpoints' / 'epoch03.ckpt'}\n- decoding=within_window\n")
+    (retest / "decoded" / "within_window").mkdir(parents=True)
+    assert find_config(retest) == find_config(retest / "decoded" / "within_window") == trained / RUN_CONFIG
+    (trained / RUN_CONFIG).unlink()  # its trained run gone: not a run that can be re-scored, said so
+    with pytest.raises(DataError, match="no config.resolved.yaml"):
+        find_config(retest)
