@@ -82,13 +82,22 @@ class Family:
             raise ConfigError(f"family {self.name}: frames has {sorted(unknown)}; it takes num_frames, fps, max_frames")
 
 
+def _plain(value: Any) -> Any:
+    """A config value (a DictConfig or ListConfig too) as plain dicts and lists."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def load_families(extra: Mapping[str, Mapping] | None = None) -> dict[str, Family]:
     """The families of vlm_families.yaml, with `extra` (a model config's `families:`) merged over them: an entry
     of a known family changes only the keys it gives."""
-    from omegaconf import OmegaConf
+    import yaml  # not OmegaConf: the library imports without Hydra's stack (tests/test_architecture.py)
 
-    table = OmegaConf.to_container(OmegaConf.load(FAMILIES_FILE))
-    for name, entry in (OmegaConf.to_container(OmegaConf.create(dict(extra))) if extra else {}).items():
+    table = yaml.safe_load(FAMILIES_FILE.read_text(encoding="utf-8"))
+    for name, entry in (_plain(extra) if extra else {}).items():
         if not isinstance(entry, dict):
             raise ConfigError(f"families.{name} must be a mapping of settings (vlm_families.yaml), got {entry!r}")
         table[name] = {**table.get(name, {}), **entry}
