@@ -13,6 +13,8 @@ so `data.root=R` means the release and `+data.synthetic.X=...` a generator optio
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,9 +36,12 @@ def dataset_root(root: str | Path | None, synthetic_root: str | Path | None, see
     options = dict(synthetic or {})
     if "seed" in options:  # one place for the seed, so that a run's config says it once
         raise ConfigError(f"data.synthetic.seed={options['seed']!r}: the synthetic {name}'s seed is data.seed")
-    # parallel jobs (hydra/launcher=local, a SLURM array on a shared disk) write the same set: the first writes it,
-    # the others wait for it here and then find it made, instead of writing it again over the first's
-    target = Path(synthetic_root)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(target.parent / f".{target.name}.lock"):
+    # parallel jobs on one machine (hydra/launcher=local) write the same set: the first writes it, the others wait
+    # for it here and then find it made, instead of writing it again over the first's. The lock lives in the temp
+    # folder, keyed by the set's path, so a refused option leaves nothing behind (ensure_generated still copes with
+    # writers on other machines)
+    key = hashlib.sha1(str(Path(synthetic_root).absolute()).encode()).hexdigest()
+    locks = Path(tempfile.gettempdir()) / "spacewalk-locks"
+    locks.mkdir(exist_ok=True)
+    with FileLock(locks / f"{key}.lock"):
         return Path(ensure(synthetic_root, seed=seed, **options))
