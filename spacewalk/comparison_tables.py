@@ -97,11 +97,9 @@ class ComparisonSpec:
     @classmethod
     def from_mapping(cls, values: Any, where: str) -> ComparisonSpec:
         """From a spec file's mapping (one with `compare`); `where` names it in errors (file and table)."""
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"{where}: a comparison table must be a mapping with keys {', '.join(cls.KEYS)}")
-        unknown = sorted(set(values) - set(cls.KEYS))
-        if unknown:
-            raise ConfigError(f"{where}: unknown keys {unknown}; a comparison table has {', '.join(cls.KEYS)}")
+        from spacewalk.report import check_spec_keys
+
+        check_spec_keys(values, cls.KEYS, where, "a comparison table")
         listed = values.get("compare")
         if not isinstance(listed, list) or not listed:
             raise ConfigError(f"{where}: compare must be a non-empty list of {{label, a, b}}, got {listed!r}")

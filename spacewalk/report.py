@@ -102,6 +102,15 @@ CHECK_TOLERANCE = 1e-6  # a re-scored number may differ from metrics.json's by f
 
 # ---- the spec -----------------------------------------------------------------------------------------------------
 
+def check_spec_keys(values: Any, keys: Sequence[str], where: str, what: str) -> None:
+    """A spec table is a mapping of known keys; anything else is refused naming `where` (file and table)."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: {what} must be a mapping with keys {', '.join(keys)}")
+    unknown = sorted(set(values) - set(keys))
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; {what} has {', '.join(keys)}")
+
+
 @dataclass(frozen=True)
 class QuotedRow:
     label: str
@@ -129,17 +138,12 @@ class TableSpec:
     digits: int = 2
 
     KEYS = ("title", "metrics", "rows", "columns", "where", "row_header", "row_labels", "column_label", "column_labels",
-            "row_order",
-            "column_order", "quoted", "digits")
+            "row_order", "column_order", "quoted", "digits")
 
     @classmethod
     def from_mapping(cls, values: Any, where: str) -> TableSpec:
         """From a spec file's mapping; `where` names it in errors (file and table)."""
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"{where}: a table spec must be a mapping with keys {', '.join(cls.KEYS)}")
-        unknown = sorted(set(values) - set(cls.KEYS))
-        if unknown:
-            raise ConfigError(f"{where}: unknown keys {unknown}; a table spec has {', '.join(cls.KEYS)}")
+        check_spec_keys(values, cls.KEYS, where, "a table spec")
 
         def names(key: str, default: tuple) -> tuple[str, ...]:
             value = values.get(key, default)

@@ -51,6 +51,14 @@ def tiny_tokenizer(special: list[str]):
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>")
 
 
+def _qwen_token_ids(tok) -> tuple[dict[str, int], dict]:
+    """The Qwen-VL configs' visual token ids and special ids, from the tiny tokenizer (Qwen2.5-VL and Qwen3-VL)."""
+    ids = {name: tok.convert_tokens_to_ids(token) for name, token in [
+        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
+    return ids, dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
+
+
 def tiny_qwen2_5_vl(seed: int = 0):
     """(model, processor): one layer of width 32 in each tower; frames resized to 56x56 (one token per pair of
     frames after the 2x2 merge)."""
@@ -70,10 +78,7 @@ def tiny_qwen2_5_vl(seed: int = 0):
     pixels = dict(min_pixels=56 * 56, max_pixels=56 * 56)
     processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(**pixels), tokenizer=tok,
                                     video_processor=Qwen2VLVideoProcessor(**pixels), chat_template=template)
-    ids = {name: tok.convert_tokens_to_ids(token) for name, token in [
-        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
-        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
-    special = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
+    ids, special = _qwen_token_ids(tok)
     config = Qwen2_5_VLConfig(
         text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
@@ -135,10 +140,7 @@ def tiny_qwen3_vl(seed: int = 0):
         video_processor=Qwen3VLVideoProcessor(size={"shortest_edge": 64 * 64, "longest_edge": 64 * 64 * 64},
                                               cap_pixels_per_frame=False),
         tokenizer=tok, chat_template=template)
-    ids = {name: tok.convert_tokens_to_ids(token) for name, token in [
-        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
-        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>")]}
-    special = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
+    ids, special = _qwen_token_ids(tok)
     config = Qwen3VLConfig(
         text_config=dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                          num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=4096,

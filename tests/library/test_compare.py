@@ -16,6 +16,8 @@ from spacewalk import compare
 from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.rescore import recorded_metrics, rescore_run, scored_run
 
+from run_dir_fakes import Noisy
+
 OPTIONS = BootstrapOptions(n_resamples=200, seed=0)
 
 
@@ -26,22 +28,6 @@ def write_config(run_dir: Path, task: str, data: dict, overrides: list[str] = ()
         (run_dir / ".hydra").mkdir(exist_ok=True)
         (run_dir / ".hydra/overrides.yaml").write_text(yaml.safe_dump(list(overrides)))
     return run_dir
-
-
-class Noisy:
-    """Step scores: the label's column raised by `skill`, plus seeded noise (a baseline's fit/score)."""
-
-    def __init__(self, skill: float, seed: int):
-        self.skill, self.seed = skill, seed
-
-    def fit(self, dataset, split):
-        pass
-
-    def score(self, recording, samples):
-        rng = np.random.default_rng([self.seed, int(recording.video_id)])
-        scores = rng.normal(size=(len(samples), recording.num_classes))
-        scores[np.arange(len(samples)), [s.label for s in samples]] += self.skill
-        return scores
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
@@ -17,7 +16,7 @@ from spacewalk.errors import ConfigError
 from spacewalk.report import build_report, load_specs, main
 from spacewalk.run_dirs import find_runs
 
-from run_dir_fakes import write_run
+from run_dir_fakes import Noisy, write_run
 
 OPTIONS = BootstrapOptions(n_resamples=200, seed=0)
 
@@ -169,22 +168,6 @@ def test_a_bad_layout_is_refused_naming_the_key(values, message):
 
 
 # ---- paired comparisons --------------------------------------------------------------------------------------------
-
-class Noisy:
-    """Step scores: the label's column raised by `skill`, plus seeded noise."""
-
-    def __init__(self, skill: float, seed: int):
-        self.skill, self.seed = skill, seed
-
-    def fit(self, dataset, split):
-        pass
-
-    def score(self, recording, samples):
-        rng = np.random.default_rng([self.seed, int(recording.video_id)])
-        scores = rng.normal(size=(len(samples), recording.num_classes))
-        scores[np.arange(len(samples)), [s.label for s in samples]] += self.skill
-        return scores
-
 
 @pytest.fixture(scope="module")
 def step_sweep(synthetic_spacewalk18, tmp_path_factory):
