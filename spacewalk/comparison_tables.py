@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.errors import ConfigError
-from spacewalk.run_dirs import RunDir, where_mapping
+from spacewalk.run_dirs import RunDir, check_spec_keys, where_mapping
 from spacewalk.seed_groups import SeedGroup, commits_text, group_by_seed, seeds_text
 
 CHECK_TOLERANCE = 1e-6  # as the report's --check: float rounding only
@@ -97,8 +97,6 @@ class ComparisonSpec:
     @classmethod
     def from_mapping(cls, values: Any, where: str) -> ComparisonSpec:
         """From a spec file's mapping (one with `compare`); `where` names it in errors (file and table)."""
-        from spacewalk.report import check_spec_keys
-
         check_spec_keys(values, cls.KEYS, where, "a comparison table")
         listed = values.get("compare")
         if not isinstance(listed, list) or not listed:

@@ -84,7 +84,7 @@ from spacewalk.comparison_tables import (
 )
 from spacewalk.errors import ConfigError, DataError
 from spacewalk.io import write_text
-from spacewalk.run_dirs import Metric, RunDir, metric_value, read_runs, where_mapping
+from spacewalk.run_dirs import Metric, RunDir, check_spec_keys, metric_value, read_runs, where_mapping
 from spacewalk.seed_groups import (
     SeedGroup,
     SeedSummary,
@@ -101,15 +101,6 @@ CHECK_TOLERANCE = 1e-6  # a re-scored number may differ from metrics.json's by f
 
 
 # ---- the spec -----------------------------------------------------------------------------------------------------
-
-def check_spec_keys(values: Any, keys: Sequence[str], where: str, what: str) -> None:
-    """A spec table is a mapping of known keys; anything else is refused naming `where` (file and table)."""
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{where}: {what} must be a mapping with keys {', '.join(keys)}")
-    unknown = sorted(set(values) - set(keys))
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {unknown}; {what} has {', '.join(keys)}")
-
 
 @dataclass(frozen=True)
 class QuotedRow:

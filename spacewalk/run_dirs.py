@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,6 +205,15 @@ def _matches(value: Any, wanted: Any) -> bool:
     if wanted is None:
         return value is None
     return value is not None and fnmatch.fnmatchcase(str(value), str(wanted))
+
+
+def check_spec_keys(values: Any, keys: Sequence[str], where: str, what: str) -> None:
+    """A spec table is a mapping of known keys; anything else is refused naming `where` (file and table)."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: {what} must be a mapping with keys {', '.join(keys)}")
+    unknown = sorted(set(values) - set(keys))
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; {what} has {', '.join(keys)}")
 
 
 def where_mapping(value: Any, where: str) -> dict[str, Any]:
