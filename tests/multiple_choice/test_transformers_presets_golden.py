@@ -1,14 +1,24 @@
-"""`mc_qwen2_5_vl` and `mc_llava_onevision` give the same replies and records as before the transformers backend
-became one backend over the auto classes with per-family settings as data (spacewalk/multiple_choice/backends/
-transformers_vlm.py, vlm_families.yaml). golden/transformers_presets.json was written by the OLD backend (the
-one with a hard-coded table and `if family == ...` branches, commit 1a7c6da) with `python
+"""`mc_qwen2_5_vl` and `mc_llava_onevision` give the same replies, records and model inputs as before the transformers
+backend became one backend over the auto classes with per-family settings as data (spacewalk/multiple_choice/
+backends/transformers_vlm.py, vlm_families.yaml). golden/transformers_presets.json was written by the OLD backend (the
+one with a hard-coded table and `if family == ...` branches, commit 352a455) with `python
 tests/multiple_choice/test_transformers_presets_golden.py WRITE`, on the tiny random checkpoints of
-spacewalk/multiple_choice/tiny_models.py; this test runs the same scenarios through the current backend and
-compares every reply and record byte for byte. Do not rewrite the file to make the test pass: a difference is a
-change in what the presets' models are shown."""
+spacewalk/multiple_choice/tiny_models.py; this test runs the same scenarios through the current backend.
+
+What must be equal is compared exactly: replies, records, and every integer tensor handed to `generate` (token ids,
+masks, grids), by a hash of its bytes. A float tensor (pixels, frame times) cannot be: the synthetic video is
+rendered, encoded and decoded on the machine running the test, and numpy's transcendental functions, the
+RGB-to-YUV conversion and image resizing round differently from one instruction set to another, so the same
+scenario gives pixels one or two levels apart on an AMD EPYC and on an Intel Xeon. A float tensor is kept as
+its shape, dtype and a fingerprint of BLOCKS contiguous blocks of its values: each block's mean, and its values
+dotted with a fixed random +-1 vector over sqrt(its size). Rounding noise moves both by a hundredth (one level of
+a 0-255 pixel is 0.015 after the processors' normalisation); a frame shifted by one pixel moves the dotted values
+by 0.3 to 0.6 (both measured by the tests below), so FLOAT_TOLERANCE sits between them. Do not rewrite the
+golden file to make the test pass: a difference is a change in what the presets' models are shown."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -67,18 +77,44 @@ def scenarios(folder: Path) -> tuple[list[MultipleChoiceItem], list[Prompt]]:
     return items + qa_items, prompts + [qa.prompt(i) for i in qa_items]
 
 
-def digest(tensor) -> str:
-    import hashlib
+BLOCKS = 16
+FLOAT_TOLERANCE = {"mean": 0.02, "dotted": 0.1}
 
-    return hashlib.sha256(tensor.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
+
+def fingerprint(tensor) -> list | dict:
+    """An integer tensor as [shape, a hash of its bytes]; a float tensor as its shape, dtype and each block's mean
+    and dotted value (module docstring)."""
+    t = tensor.detach().cpu().contiguous()
+    if not t.is_floating_point():
+        return [list(t.shape), hashlib.sha256(t.numpy().tobytes()).hexdigest()[:16]]
+    blocks = np.array_split(t.double().flatten().numpy(), min(BLOCKS, t.numel()))
+    signs = [np.random.default_rng(len(b)).choice([-1.0, 1.0], len(b)) for b in blocks]
+    return {"shape": list(t.shape), "dtype": str(t.dtype),
+            "mean": [round(float(b.mean()), 6) for b in blocks],
+            "dotted": [round(float(s @ b) / np.sqrt(len(b)), 6) for s, b in zip(signs, blocks)]}
+
+
+def differences(actual, golden, where: str = "") -> list[str]:
+    """Where `actual` differs from `golden`: exactly, except float tensors' fingerprints within FLOAT_TOLERANCE."""
+    if isinstance(golden, dict) and "dotted" in golden:
+        if not isinstance(actual, dict) or (actual["shape"], actual["dtype"]) != (golden["shape"], golden["dtype"]):
+            return [f"{where}: {actual} where the golden file has a float tensor of shape {golden['shape']}"]
+        off = {k: float(np.abs(np.subtract(actual[k], golden[k])).max()) for k in FLOAT_TOLERANCE}
+        return [f"{where}: block {k}s off by up to {v:.4g} (tolerance {FLOAT_TOLERANCE[k]})"
+                for k, v in off.items() if v > FLOAT_TOLERANCE[k]]
+    if isinstance(golden, dict) and isinstance(actual, dict) and actual.keys() == golden.keys():
+        return [d for k in golden for d in differences(actual[k], golden[k], f"{where}/{k}")]
+    if isinstance(golden, list) and isinstance(actual, list) and len(actual) == len(golden):
+        return [d for i, (a, g) in enumerate(zip(actual, golden)) for d in differences(a, g, f"{where}[{i}]")]
+    return [] if actual == golden else [f"{where}: {actual!r} where the golden file has {golden!r}"]
 
 
 def watched(model, inputs: list):
-    """The model, its generate() remembering a digest of every tensor it is given (what the model saw)."""
+    """The model, its generate() remembering a fingerprint of every tensor it is given (what the model saw)."""
     generate = model.generate
 
     def spy(**kwargs):
-        inputs.append({k: [list(v.shape), digest(v)] for k, v in sorted(kwargs.items()) if hasattr(v, "shape")})
+        inputs.append({k: fingerprint(v) for k, v in sorted(kwargs.items()) if hasattr(v, "shape")})
         return generate(**kwargs)
 
     model.generate = spy
@@ -114,7 +150,65 @@ def replies(folder: Path) -> dict:
 
 @pytest.mark.slow
 def test_presets_reply_as_before(tmp_path):
-    assert replies(tmp_path) == json.loads(GOLDEN.read_text())
+    assert differences(replies(tmp_path), json.loads(GOLDEN.read_text())) == []
+
+
+def qa_inputs(folder: Path, change=None) -> dict[str, list]:
+    """Each family's model inputs for the Spacewalk-18 QA rows (frames decoded from the synthetic video, the case
+    whose pixels differ between machines), each clip's frames passed through `change` first."""
+    items, prompts = scenarios(folder)
+    out = {}
+    for family in SETTINGS:
+        model, processor = build(family)
+        seen: list = []
+        backend = TransformersVLMBackend(family, model_object=watched(model, seen), processor=processor,
+                                         dtype="float32", device="cpu", max_new_tokens=1, families=AS_BEFORE,
+                                         num_frames=4)
+        backend.answer(items[4:], prompts[4:])
+        out[family] = seen
+    return out
+
+
+@pytest.fixture
+def changed_frames(monkeypatch):
+    """Sets how every sampled clip's uint8 frames are changed before the processor sees them."""
+    from spacewalk.multiple_choice.backends import transformers_vlm
+
+    sample = transformers_vlm.sample_frames
+
+    def use(change):
+        def changed(part, rule):
+            frames, times = sample(part, rule)
+            return change(frames), times
+
+        monkeypatch.setattr(transformers_vlm, "sample_frames", changed)
+    return use
+
+
+def pixel_differences(changed: dict, unchanged: dict) -> dict[str, list[str]]:
+    return {family: [d for d in differences(changed[family], unchanged[family]) if "pixel_values" in d]
+            for family in unchanged}
+
+
+@pytest.mark.slow
+def test_a_frame_shifted_by_one_pixel_is_caught(tmp_path, changed_frames):
+    unchanged = qa_inputs(tmp_path)
+    changed_frames(lambda frames: np.roll(frames, 1, axis=2))
+    found = pixel_differences(qa_inputs(tmp_path), unchanged)
+    assert all(found.values()), found  # both families' pixel tensors flagged
+
+
+@pytest.mark.slow
+def test_rounding_noise_between_machines_passes(tmp_path, changed_frames):
+    """One level up or down on 30 % of the pixels, and one level up on 30 % (a biased rounding): more than the AMD
+    and Intel machines differ by, and not flagged."""
+    unchanged = qa_inputs(tmp_path)
+    rng = np.random.default_rng(0)
+    for noise in (lambda shape: rng.choice([-1, 0, 1], shape, p=[0.15, 0.7, 0.15]),
+                  lambda shape: (rng.random(shape) < 0.3).astype(int)):
+        changed_frames(lambda frames, noise=noise: np.clip(frames.astype(int) + noise(frames.shape), 0, 255)
+                       .astype(np.uint8))
+        assert pixel_differences(qa_inputs(tmp_path), unchanged) == {family: [] for family in SETTINGS}
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["WRITE"]:
