@@ -12,7 +12,7 @@ import hydra
 from omegaconf import DictConfig
 
 import spacewalk.training  # registers the config resolvers before Hydra composes
-from spacewalk.command_errors import user_errors_reported
+from spacewalk.core.command_errors import user_errors_reported
 from spacewalk.training.tasks import with_task_defaults
 
 

@@ -4,7 +4,7 @@ external video features, and the window features cut from a recording's bank.
 
 A window [start, end) (BENCHMARKS 1.3: [t - w/2, t + w/2] clipped to the recording) has, by `modalities`:
   v  its video feature (`frame_sampling`): "dense", the normalised mean of the bank cells it covers
-     (spacewalk.grid.cell_span); "sparse", k frames spread over it from the bank's per-frame features
+     (spacewalk.media.grid.cell_span); "sparse", k frames spread over it from the bank's per-frame features
      (encoders that average frame embeddings only: open_clip, the thumbnail)
   t  its transcript feature (`window_text_features`: `text_pool`, `empty_text`)
 How the blocks are laid out, and how many times t appears, is each DataModule's own.
@@ -18,11 +18,11 @@ import numpy as np
 import pytorch_lightning as pl
 from torch.utils.data import Dataset
 
-from spacewalk.errors import ConfigError
-from spacewalk.grid import cell_span
-from spacewalk.modalities import Modalities
-from spacewalk.spacewalk18.dataset import SPLITS, Spacewalk18
-from spacewalk.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
+from spacewalk.benchmarks.spacewalk18.dataset import SPLITS, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
+from spacewalk.core.errors import ConfigError
+from spacewalk.core.modalities import Modalities
+from spacewalk.media.grid import cell_span
 
 FRAME_SAMPLINGS = ("dense", "sparse")
 TEXT_POOLS = ("mean", "duration")
@@ -96,7 +96,7 @@ def sparse_window_video(frames: np.ndarray, frame_time: np.ndarray, start: np.nd
 
 def dense_window_video(cells: np.ndarray, start: np.ndarray, end: np.ndarray, segment_seconds: float) -> np.ndarray:
     """The normalised mean of the cells [j k, (j+1) k) overlapping each window [start, end)
-    (spacewalk.grid.cell_span), from cumulative sums: one pass over the recording's cells for every window."""
+    (spacewalk.media.grid.cell_span), from cumulative sums: one pass over the recording's cells for every window."""
     cells = np.asarray(cells, dtype=np.float32)
     first, last = cell_span(start, end, segment_seconds, len(cells))
     csum = np.concatenate([np.zeros((1, cells.shape[1]), np.float64), np.cumsum(cells, axis=0)])

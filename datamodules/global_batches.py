@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 from torch.utils.data import BatchSampler, Sampler
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 
 class EpochPermutation(Sampler[int]):

@@ -43,9 +43,15 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
-from spacewalk.errors import ConfigError, DataError
-from spacewalk.hirest.dataset import HiREST, VideoAnnotation
-from spacewalk.hirest.joint_model_io import INFERENCE_MODES, TASKS, caption_tokenizer, step_frame_indices, time_to_frame
+from spacewalk.benchmarks.hirest.dataset import HiREST, VideoAnnotation
+from spacewalk.benchmarks.hirest.joint_model_io import (
+    INFERENCE_MODES,
+    TASKS,
+    caption_tokenizer,
+    step_frame_indices,
+    time_to_frame,
+)
+from spacewalk.core.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +245,7 @@ class HiRESTDataModule(pl.LightningDataModule):
                  max_words: int = 48, caption_frames: int = 20,
                  inference: Literal["oracle", "end_to_end"] = "oracle", predict_split: str = "test",
                  train_tasks: Sequence[str] = TASKS):
-        """features: a `spacewalk.hirest.features.HiRESTFeatures` (frames / asr_per_second / query).
+        """features: a `spacewalk.benchmarks.hirest.features.HiRESTFeatures` (frames / asr_per_second / query).
         tokenizer: the captions' WordPiece tokenizer (default `caption_tokenizer()`: BERT-base uncased from
         the offline MiniLM package). max_words / caption_frames must match the model's. inference: which
         test / predict loaders to serve (the model's mode). predict_split: the split `trainer.predict` runs

@@ -1,9 +1,10 @@
 """Intra-video retrieval batches (BENCHMARKS 1.7): a window of length w around the query and around each
-candidate, read from the same per-recording feature banks as step recognition (spacewalk/spacewalk18/feature_bank.py).
+candidate, read from the same per-recording feature banks as step recognition
+(spacewalk/benchmarks/spacewalk18/feature_bank.py).
 Changing w re-slices the bank; nothing is re-encoded.
 
 Samples per split (`samples`): "official" reads tasks/intra-video_retrieval/<split>.json; "generated" runs
-our sampler (spacewalk/spacewalk18/retrieval_sampler.py, settings in `sampler`, seed 43); "auto" (the
+our sampler (spacewalk/benchmarks/spacewalk18/retrieval_sampler.py, settings in `sampler`, seed 43); "auto" (the
 default) takes the official file where the root has one and is not a synthetic root, and generates
 otherwise. So on the real release train is generated (the release has no train file) and val/test are the
 official files, and on the synthetic default (recognised by its synthetic.json record) every split comes
@@ -44,18 +45,18 @@ from torch.utils.data import DataLoader
 
 from datamodules.bank_windows import BankWindowsDataModule, Indices
 from datamodules.global_batches import share
-from spacewalk.errors import ConfigError
-from spacewalk.modalities import Modalities
-from spacewalk.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
-from spacewalk.spacewalk18.feature_bank import BankConfig, RecordingBank
-from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
-from spacewalk.spacewalk18.windows import context_windows
+from spacewalk.benchmarks.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig, RecordingBank
+from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
+from spacewalk.benchmarks.spacewalk18.windows import context_windows
+from spacewalk.core.errors import ConfigError
+from spacewalk.core.modalities import Modalities
 
 log = logging.getLogger(__name__)
 
 SOURCES = ("auto", "official", "generated")
 CHUNK = 2048  # windows per slice of the bank
-SYNTHETIC_RECORD = "synthetic.json"  # spacewalk/spacewalk18/synthetic.py's record of a generated root
+SYNTHETIC_RECORD = "synthetic.json"  # spacewalk/benchmarks/spacewalk18/synthetic.py's record of a generated root
 
 
 @dataclass

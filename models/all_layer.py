@@ -38,9 +38,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.step_recognition import StepRecognitionModule
+from spacewalk.core.errors import ConfigError
+from spacewalk.core.modalities import Modalities
 from spacewalk.encoders import VideoTower
-from spacewalk.errors import ConfigError
-from spacewalk.modalities import Modalities
 
 Batch = dict[str, Any]
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 Batch = dict[str, torch.Tensor]
 

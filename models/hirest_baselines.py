@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spacewalk.errors import ConfigError, DataError
+from spacewalk.core.errors import ConfigError, DataError
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -121,7 +121,7 @@ class SSIMSegmentationBaseline:
         return cuts
 
     def segment(self, video_path: Path, moment: tuple[float, float]) -> list[list[float]]:
-        from spacewalk.video import open_video
+        from spacewalk.media.video import open_video
 
         start, end = moment
         with open_video(video_path, backend=self.backend, size=(self.frame_size, self.frame_size)) as reader:
@@ -154,6 +154,6 @@ class HiRESTBaselines:
     moment_segmentation: SSIMSegmentationBaseline | None = None
 
     def by_task(self) -> dict[str, object | None]:
-        """{task: baseline}, as spacewalk.hirest.evaluation.evaluate_hirest_baselines takes them."""
+        """{task: baseline}, as spacewalk.benchmarks.hirest.evaluation.evaluate_hirest_baselines takes them."""
         return {"video_retrieval": self.video_retrieval, "moment_retrieval": self.moment_retrieval,
                 "moment_segmentation": self.moment_segmentation}

@@ -2,7 +2,7 @@
 
 The parts, one idea each: the network (models/hirest_joint_network.py), what it is trained on
 (models/hirest_joint_losses.py), the segmentation decoding (models/hirest_segmentation.py), the captions'
-beam search (models/beam_search.py) and the official prediction files (spacewalk/hirest/predictions.py);
+beam search (models/beam_search.py) and the official prediction files (spacewalk/benchmarks/hirest/predictions.py);
 this module trains them and runs inference, as below.
 
 Time <-> frames: frame t is second t. A time s maps to frame min(ceil(s), T - 1) (the original's
@@ -65,9 +65,8 @@ from models.beam_search import beam_search
 from models.hirest_joint_losses import task_loss
 from models.hirest_joint_network import HiRESTJointModel
 from models.hirest_segmentation import boundaries_to_steps, peak_span
-from spacewalk.errors import ConfigError
-from spacewalk.hirest import predictions as hirest_predictions
-from spacewalk.hirest.joint_model_io import (
+from spacewalk.benchmarks.hirest import predictions as hirest_predictions
+from spacewalk.benchmarks.hirest.joint_model_io import (
     BERT_CLS_ID,
     BERT_PAD_ID,
     BERT_SEP_ID,
@@ -78,6 +77,7 @@ from spacewalk.hirest.joint_model_io import (
     decode_caption,
     step_frame_indices,
 )
+from spacewalk.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

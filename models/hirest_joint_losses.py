@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from models.hirest_joint_network import HiRESTJointModel
-from spacewalk.hirest.joint_model_io import TASKS
+from spacewalk.benchmarks.hirest.joint_model_io import TASKS
 
 
 def moment_retrieval_loss(model: HiRESTJointModel, batch: Mapping[str, Any]) -> torch.Tensor:

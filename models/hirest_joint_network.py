@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from spacewalk.hirest.joint_model_io import BERT_VOCAB_SIZE
+from spacewalk.benchmarks.hirest.joint_model_io import BERT_VOCAB_SIZE
 
 
 def _bert_init(module: nn.Module) -> None:

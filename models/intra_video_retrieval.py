@@ -10,7 +10,7 @@ drawn from a generator seeded with `tie_seed` and the sample's place in its spli
 reproducible.
 
 Validation and test collect the scores of every sample and score whole videos at the end of the epoch
-(accuracy per video, then the mean, spacewalk.spacewalk18.scoring.retrieval_accuracy); under DDP each process
+(accuracy per video, then the mean, spacewalk.benchmarks.spacewalk18.scoring.retrieval_accuracy); under DDP each process
 scores its share of every batch and the scores are gathered first, so the loss (the mean cross-entropy over
 the split) and the accuracy are one process's. Training batches are global batches of which each process
 holds a share (`labelled_total` is the global batch's size): the loss is weighted so that DDP's gradient
@@ -36,9 +36,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.step_recognition import StepRecognitionModule
-from spacewalk.errors import ConfigError
-from spacewalk.spacewalk18.predictions import write_retrieval_predictions
-from spacewalk.spacewalk18.scoring import retrieval_accuracy
+from spacewalk.benchmarks.spacewalk18.predictions import write_retrieval_predictions
+from spacewalk.benchmarks.spacewalk18.scoring import retrieval_accuracy
+from spacewalk.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import torch
 
 from models.all_layer import TrainableTowers, check_warmup_fraction, tower_optimizer
 from models.intra_video_retrieval import IntraVideoRetrievalModule
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 
 class AllLayerRetrievalModule(IntraVideoRetrievalModule):

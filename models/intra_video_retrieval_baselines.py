@@ -1,7 +1,7 @@
 """Non-learned intra-video retrieval (BENCHMARKS 1.7): the TW-FINCH clustering baseline.
 
 TW-FINCH: windows of `window_seconds` (12 s) every `stride_seconds` (1 s) over the whole recording,
-clustered by spacewalk.tw_finch into `n_clusters` (100) temporally weighted clusters; a sample's
+clustered by spacewalk.algorithms.tw_finch into `n_clusters` (100) temporally weighted clusters; a sample's
 prediction is the candidate whose window falls in the query window's cluster, a coin (seeded) when both
 or neither do. A time's window is the one whose centre is nearest to it.
 
@@ -18,9 +18,9 @@ import logging
 
 import numpy as np
 
-from spacewalk.errors import ConfigError
-from spacewalk.spacewalk18.dataset import FPS
-from spacewalk.tw_finch import tw_finch
+from spacewalk.algorithms.tw_finch import tw_finch
+from spacewalk.benchmarks.spacewalk18.dataset import FPS
+from spacewalk.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

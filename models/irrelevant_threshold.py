@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 Objective = Literal["macro_f1", "binary_f1"]
 OBJECTIVES = ("macro_f1", "binary_f1")

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.step_recognition import StepRecognitionModule
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 
 class VideoToCaptionMLP(nn.Module):

@@ -1,11 +1,15 @@
 """spacewalk: the domain library, usable without Lightning and Hydra (docs/architecture.md).
 
-Shared machinery at the top: `errors`, `fields` (validated JSON fields), `io` (atomic files), `video`
-(decoding), `encoders` (frozen text and video encoders), `grid` (the k-second cell grid and which cells a
-window covers), `modalities` (video, text or both), `durations` ("5min" -> 300.0). One subpackage per
-benchmark: `spacewalk18` (with its feature bank and timeline pictures), `hirest`. The training layer, the only
-place that knows Lightning or Hydra: `training`. Command-line tools: `python -m spacewalk.score`,
-`spacewalk.spacewalk18.samples`, `spacewalk.download`.
+- `core`: errors, validated fields, files written whole, durations, modalities
+- `media`: video decoding, decoding ahead of an encoder, the k-second cell grid
+- `algorithms`: plan-decoding chains (hmm), TW-FINCH clustering
+- `encoders`: frozen text and video encoders and the trainable towers copied from them
+- `benchmarks`: Spacewalk-18, HiREST, EgoSchema, EgoCross, and the registry that finds them
+- `multiple_choice`: the harness for video LLMs, API models and contrastive scoring
+- the results tools: `report`, `compare`, `rescore`, `run_dirs`, `seed_groups`, `comparison_tables`,
+  `provenance`, `bootstrap`
+- `training`: the run sequence behind train.py and evaluate.py, the one place that knows Lightning and Hydra
+- commands: `python -m spacewalk.score`, `python -m spacewalk.download`
 """
 
 __version__ = "0.1.0"

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 METHODS = ("percentile", "basic", "BCa")
 

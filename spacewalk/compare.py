@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.bootstrap import BootstrapOptions, grouped_draws, grouped_replicates
-from spacewalk.errors import ConfigError, DataError
+from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.rescore import RUN_CONFIG, ScoredRun, run_overrides, scored_run
 
 # ---- which runs ------------------------------------------------------------------------------------------------
@@ -227,8 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from spacewalk.command_errors import user_errors_reported
-    from spacewalk.io import write_json
+    from spacewalk.core.command_errors import user_errors_reported
+    from spacewalk.core.io import write_json
 
     parser = build_parser()
     args = parser.parse_args(argv)

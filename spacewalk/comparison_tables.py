@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.run_dirs import RunDir, check_spec_keys, where_mapping
 from spacewalk.seed_groups import SeedGroup, commits_text, group_by_seed, seeds_text
 

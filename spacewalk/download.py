@@ -4,8 +4,8 @@
     python -m spacewalk.download spacewalk18 --root data/spacewalk18            # annotations (~40 MB)
     python -m spacewalk.download spacewalk18 --root data/spacewalk18 --videos   # + 18 recordings via yt-dlp
 
-Each benchmark declares its release in its package (spacewalk/<name>/benchmark.py, found by
-spacewalk.benchmarks; its docstring shows its own commands): every file's URL pinned to a commit with its
+Each benchmark declares its release in its package (spacewalk/benchmarks/<name>/benchmark.py, found by
+spacewalk.benchmarks.registry; its docstring shows its own commands): every file's URL pinned to a commit with its
 sha256, its videos (or why no command here can fetch them, and where the user gets them), its released
 features (`--features`), and how the result is validated. `--source` is a local copy or mirror in the
 release layout to fetch the same files from.
@@ -26,9 +26,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from spacewalk.benchmarks import Benchmark, ReleaseFile, check_sha256, discover
-from spacewalk.errors import DataError
-from spacewalk.io import atomic_path
+from spacewalk.benchmarks.registry import Benchmark, ReleaseFile, check_sha256, discover
+from spacewalk.core.errors import DataError
+from spacewalk.core.io import atomic_path
 
 
 def _fetch(source: str, dest: Path, sha256: str | None = None) -> None:

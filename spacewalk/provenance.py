@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from spacewalk.io import load_json, write_json
+from spacewalk.core.io import load_json, write_json
 
 PROVENANCE = "provenance.json"
 _REPO = Path(__file__).resolve().parent.parent

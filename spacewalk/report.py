@@ -82,8 +82,8 @@ from spacewalk.comparison_tables import (
     compare_command,
     comparison_markdown,
 )
-from spacewalk.errors import ConfigError, DataError
-from spacewalk.io import write_text
+from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.core.io import write_text
 from spacewalk.run_dirs import Metric, RunDir, check_spec_keys, metric_value, read_runs, where_mapping
 from spacewalk.seed_groups import (
     SeedGroup,
@@ -214,7 +214,7 @@ def _key_text(values: Sequence[Any]) -> str:
 
 
 def _duration_order(text: str) -> tuple:
-    from spacewalk.durations import parse_duration
+    from spacewalk.core.durations import parse_duration
 
     try:
         return (0, parse_duration(text), text)
@@ -626,7 +626,7 @@ def build_report(paths: Sequence[str | Path], specs: Sequence[Spec], rescore: Re
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from spacewalk.command_errors import user_errors_reported
+    from spacewalk.core.command_errors import user_errors_reported
 
     parser = argparse.ArgumentParser(prog="python -m spacewalk.report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

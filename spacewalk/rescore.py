@@ -15,7 +15,7 @@ with the number recomputed on any multiset of them (`ScoredMetric.resampled`, th
 `spacewalk.bootstrap.grouped_replicates`).
 
 This module names no benchmark: the benchmark a run belongs to is the one whose package holds the run's data
-config `_target_` (`spacewalk.<name>.`...), and its registration (`spacewalk/<name>/benchmark.py`,
+config `_target_` (`spacewalk.<name>.`...), and its registration (`spacewalk/benchmarks/<name>/benchmark.py`,
 `Benchmark.rescore`) does the reading and scoring. Decoded step-recognition predictions
 (`<run>/decoded/<name>/`) are re-scored as a run of their own, with the config of the run that holds them.
 The run config is read with PyYAML (the resolved config has no interpolations left; this library imports no
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.errors import DataError
+from spacewalk.core.errors import DataError
 
 RUN_CONFIG = "config.resolved.yaml"
 METRICS = "metrics.json"
@@ -161,7 +161,7 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
 
 def scored_run(run_dir: str | Path) -> ScoredRun:
     """The run re-scored by its benchmark (found through the registry from the run's data `_target_`)."""
-    from spacewalk.benchmarks import discover
+    from spacewalk.benchmarks.registry import discover
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -185,7 +185,7 @@ def recorded_metrics(run_dir: str | Path, names: Mapping[str, Sequence[str]] | N
                      ) -> dict[str, float | None]:
     """The headline numbers as the run's metrics.json holds them, under `rescore_run`'s names (`names`: name ->
     path in metrics.json; default: the paths the run's benchmark gives). A number metrics.json lacks is None."""
-    from spacewalk.io import load_json
+    from spacewalk.core.io import load_json
 
     run_dir = Path(run_dir)
     if names is None:

@@ -32,8 +32,8 @@ from typing import Any
 
 import yaml
 
-from spacewalk.errors import ConfigError, DataError
-from spacewalk.io import load_json
+from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.core.io import load_json
 from spacewalk.provenance import command_line, read_provenance
 
 METRICS_FILE = "metrics.json"

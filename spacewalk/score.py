@@ -3,8 +3,8 @@
     python -m spacewalk.score [BENCHMARK] --predictions FILE [--output metrics.json] ...
     python -m spacewalk.score BENCHMARK --help      # that benchmark's arguments and prediction formats
 
-Each benchmark registers its subcommand(s) in its package (spacewalk/<name>/benchmark.py, found by
-spacewalk.benchmarks); without one named, the default benchmark's runs (Spacewalk-18:
+Each benchmark registers its subcommand(s) in its package (spacewalk/benchmarks/<name>/benchmark.py, found by
+spacewalk.benchmarks.registry); without one named, the default benchmark's runs (Spacewalk-18:
 `python -m spacewalk.score --root DIR --split test --predictions FILE`). Prints the metrics as JSON in percent,
 as the papers report them. A bad dataset or prediction file ends with its message on stderr and exit code 2;
 a tool the scoring needs that is missing or fails (Java for captioning, an LLM judge) with exit code 1.
@@ -18,9 +18,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from spacewalk.benchmarks import ScoreCommand, ScoringFailed, UsageError, discover
-from spacewalk.errors import DataError
-from spacewalk.io import write_json
+from spacewalk.benchmarks.registry import ScoreCommand, ScoringFailed, UsageError, discover
+from spacewalk.core.errors import DataError
+from spacewalk.core.io import write_json
 
 
 def commands() -> dict[str, ScoreCommand]:

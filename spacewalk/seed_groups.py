@@ -13,7 +13,7 @@ groups of three). Overrides that the command line did not change are the config'
   scored on the same items, and the bootstrap draws the same resamples for every run of a split
   (spacewalk/bootstrap.py), so the seeds' resampled numbers move together; where they move exactly together the
   percentile interval of the seeds' mean is the mean of their bounds, and where they move less than that (roughly
-  normal resamples) it is narrower: the pooled interval is then conservative (benchmarks/pooled_interval_check.py
+  normal resamples) it is narrower: the pooled interval is then conservative (measurements/pooled_interval_check.py
   compares the two on real runs: docs/architecture.md). It says how much the mean could move
   with another sample of the benchmark's units (recordings, questions, ...); the std says how much one run moves
   with another seed. They answer different questions, so both are printed, never added. (The exact bootstrap of the

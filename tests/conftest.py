@@ -167,9 +167,9 @@ def write_tiny_root(root: Path, n_samples: int = 30) -> Path:
     """A hand-made three-recording dataset in the official layout, small enough to reason about."""
     import csv
 
-    from spacewalk.io import write_json
-    from spacewalk.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Segment, frame_of, samples_to_json
-    from spacewalk.spacewalk18.sampler import step_samples
+    from spacewalk.benchmarks.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Segment, frame_of, samples_to_json
+    from spacewalk.benchmarks.spacewalk18.sampler import step_samples
+    from spacewalk.core.io import write_json
 
     bounds = [(0, 10, -1), (10, 40, 1), (40, 50, 0), (50, 80, 2), (80, 90, -1), (90, 100, 1), (100, 120, -1)]
     segments = [Segment(float(s), float(e), frame_of(s), frame_of(e), label) for s, e, label in bounds]
@@ -210,8 +210,9 @@ def tiny_root(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def synthetic_spacewalk18(tmp_path_factory):
-    """make(**options) -> the root of a synthetic Spacewalk-18 (spacewalk/spacewalk18/synthetic.py Options)."""
-    from spacewalk.spacewalk18.synthetic import ensure_dataset
+    """make(**options) -> the root of a synthetic Spacewalk-18 (spacewalk/benchmarks/spacewalk18/synthetic.py
+    Options)."""
+    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
 
     roots: dict[str, Path] = {}
 
@@ -227,8 +228,9 @@ def synthetic_spacewalk18(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def synthetic_hirest(tmp_path_factory):
-    """make(options) -> the root of a synthetic HiREST (spacewalk/hirest/synthetic/options.py HiRESTOptions)."""
-    from spacewalk.hirest.synthetic.generate import generate_hirest
+    """make(options) -> the root of a synthetic HiREST (spacewalk/benchmarks/hirest/synthetic/options.py
+    HiRESTOptions)."""
+    from spacewalk.benchmarks.hirest.synthetic.generate import generate_hirest
 
     roots: dict[str, Path] = {}
 
@@ -243,14 +245,14 @@ def synthetic_hirest(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def synthetic_egoschema_root(tmp_path_factory) -> Path:
-    from spacewalk.egoschema.synthetic import Options, generate_egoschema
+    from spacewalk.benchmarks.egoschema.synthetic import Options, generate_egoschema
 
     return generate_egoschema(tmp_path_factory.mktemp("es") / "synthetic", Options(n_questions=30, n_answered=20))
 
 
 @pytest.fixture(scope="session")
 def synthetic_egocross_root(tmp_path_factory) -> Path:
-    from spacewalk.egocross.synthetic import Options, generate_egocross
+    from spacewalk.benchmarks.egocross.synthetic import Options, generate_egocross
 
     return generate_egocross(tmp_path_factory.mktemp("ec") / "synthetic", Options(per_category=3))
 

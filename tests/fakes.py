@@ -57,7 +57,7 @@ def write_external_features(bank_dir: Path, dataset, dim: int, seed: int = 0, wi
     """Video features "extracted elsewhere" for every recording of `dataset`, as external bank folders
     (docs/feature_bank.md): video.npy on the 12 s grid, step_video.npy (Irrelevant's row zero), meta.json.
     Returns the video arrays by video id."""
-    from spacewalk.grid import num_cells
+    from spacewalk.media.grid import num_cells
 
     rng = np.random.default_rng(seed)
     out = {}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spacewalk.hirest.dataset import HiREST
-from spacewalk.io import write_json
+from spacewalk.benchmarks.hirest.dataset import HiREST
+from spacewalk.core.io import write_json
 
 from fakes import text_vector
 

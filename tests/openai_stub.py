@@ -107,7 +107,7 @@ class Task:
         return {"Accuracy": 100 * float(np.mean([r.correct for r in records])), "count": len(records)}
 
     def write_outputs(self, items, records, out_dir):
-        from spacewalk.io import write_json
+        from spacewalk.core.io import write_json
 
         write_json(out_dir / "answers.json", [r.choice for r in records])  # a list: its order is the items'
 

@@ -1,4 +1,4 @@
-"""Decoding a whole window in one call: the samplers of spacewalk.video and one reader pass. The library decodes
+"""Decoding a whole window in one call: the samplers of spacewalk.media.video and one reader pass. The library decodes
 per sample or per recording (the feature bank, the DataModules); the tests use this to check what those decode."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from spacewalk.video import dense_timestamps, open_video, segment_timestamps, sparse_timestamps
+from spacewalk.media.video import dense_timestamps, open_video, segment_timestamps, sparse_timestamps
 
 
 class Clip(NamedTuple):

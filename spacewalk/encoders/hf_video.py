@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from spacewalk.core.errors import ConfigError
 from spacewalk.encoders.base import (
     _check_clip,
     _config_digest,
@@ -29,7 +30,6 @@ from spacewalk.encoders.towers import (
     _trainable,
     _videomae_features,
 )
-from spacewalk.errors import ConfigError
 
 
 class HFVideoEncoder:

@@ -33,7 +33,7 @@ def assemble_split_zip(parts: Sequence[str | Path], folder: str, target: str | P
     import shutil
     import zipfile
 
-    from spacewalk.io import atomic_dir
+    from spacewalk.core.io import atomic_dir
 
     target = Path(target).expanduser()
     if (target / folder).is_dir():

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from spacewalk.core.errors import ConfigError
 from spacewalk.encoders.base import (
     DEFAULT_IMAGE_MODEL_FRAMES,
     _check_clip,
@@ -21,7 +22,6 @@ from spacewalk.encoders.base import (
 )
 from spacewalk.encoders.text_tower import TowerTextEncoder
 from spacewalk.encoders.towers import FrameMeanTower, _FrameTransform, _trainable
-from spacewalk.errors import ConfigError
 
 
 class OpenClipVideoEncoder:

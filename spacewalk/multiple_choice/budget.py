@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spacewalk.core.errors import ConfigError
 from spacewalk.encoders import uniform_frame_indices
-from spacewalk.errors import ConfigError
 
 # (height, width, min_pixels, max_pixels) -> (height, width); a bound of None: none on that side
 ResizeTo = Callable[[int, int, "int | None", "int | None"], tuple[int, int]]

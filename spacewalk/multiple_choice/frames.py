@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spacewalk.core.errors import ConfigError
 from spacewalk.encoders import uniform_frame_indices
-from spacewalk.errors import ConfigError
+from spacewalk.media.video import dense_timestamps, open_video, sparse_timestamps
 from spacewalk.multiple_choice.items import Visual
-from spacewalk.video import dense_timestamps, open_video, sparse_timestamps
 
 
 @dataclass(frozen=True)

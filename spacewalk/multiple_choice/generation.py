@@ -25,7 +25,7 @@ import copy
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 FROM_CONFIG = "model config"
 

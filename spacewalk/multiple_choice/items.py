@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spacewalk.errors import ConfigError, DataError
+from spacewalk.core.errors import ConfigError, DataError
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import IO, Any
 
-from spacewalk.command_errors import user_errors_reported
-from spacewalk.errors import DataError
-from spacewalk.io import atomic_path
+from spacewalk.core.command_errors import user_errors_reported
+from spacewalk.core.errors import DataError
+from spacewalk.core.io import atomic_path
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.task import Record
 

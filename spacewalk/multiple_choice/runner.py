@@ -40,8 +40,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from spacewalk.bootstrap import BootstrapOptions
-from spacewalk.errors import ConfigError, DataError
-from spacewalk.io import load_json, write_json
+from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.core.io import load_json, write_json
 from spacewalk.multiple_choice.generation import generation_record
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.records import (

@@ -21,8 +21,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from spacewalk.command_errors import user_errors_reported
-from spacewalk.errors import ConfigError
+from spacewalk.core.command_errors import user_errors_reported
+from spacewalk.core.errors import ConfigError
 
 FAMILIES = ("qwen2_5_vl", "llava_onevision", "qwen3_vl", "gemma3")
 

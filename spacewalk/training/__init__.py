@@ -19,9 +19,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from spacewalk.durations import parse_duration
-from spacewalk.errors import ConfigError
-from spacewalk.modalities import Modalities
+from spacewalk.core.durations import parse_duration
+from spacewalk.core.errors import ConfigError
+from spacewalk.core.modalities import Modalities
 
 # `context: 5min` in a config, read as seconds where a number is needed: ${seconds:${context}}
 OmegaConf.register_new_resolver("seconds", parse_duration, replace=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig, open_dict
 
-from spacewalk.modalities import Modalities
+from spacewalk.core.modalities import Modalities
 
 
 def head_reads_cells(cfg: DictConfig) -> bool:

@@ -10,8 +10,8 @@ import hydra
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from spacewalk.errors import ConfigError
-from spacewalk.io import write_text
+from spacewalk.core.errors import ConfigError
+from spacewalk.core.io import write_text
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +62,11 @@ def cpu_bf16_units() -> list[str] | None:
 
 def warn_slow_bf16(trainer: pl.Trainer) -> None:
     """bf16 autocast on a CPU without bfloat16 units is emulated: more than 10x slower than float32 for the
-    MiniLM tower on an AVX2-only CPU (docs/benchmarks.md). Allowed (the numbers are the same recipe's), but said."""
+    MiniLM tower on an AVX2-only CPU (docs/speed.md). Allowed (the numbers are the same recipe's), but said."""
     on_cpu = isinstance(trainer.accelerator, pl.accelerators.CPUAccelerator)
     if on_cpu and str(trainer.precision).startswith("bf16") and cpu_bf16_units() == []:
         log.warning("trainer.precision=%s on a CPU without bfloat16 units (no avx512_bf16 or AMX): autocast emulates "
-                    "bfloat16 and runs much slower than 32-bit here (docs/benchmarks.md); drop the precision "
+                    "bfloat16 and runs much slower than 32-bit here (docs/speed.md); drop the precision "
                     "override unless you need this exact setting", trainer.precision)
 
 

@@ -1,5 +1,5 @@
 """Plan decoding of a step-recognition run (`decoding=whole_recording|within_window`, conf/decoding/): after the
-test with the kept checkpoint, its scores are decoded by spacewalk/spacewalk18/plan_decoding.py.
+test with the kept checkpoint, its scores are decoded by spacewalk/benchmarks/spacewalk18/plan_decoding.py.
 
 Everything the decoder learns comes from train (the plan: transitions and durations; the plan prior) and
 val (the calibration of the scores; the settings, chosen from `decoding.grid` by val Accuracy); test is
@@ -13,8 +13,8 @@ confusion/ (per test recording).
 This module is the orchestration: it reads `cfg.decoding`, runs the models (Lightning, the ensemble's
 checkpoints) for their scores, and writes the files. The arithmetic takes plain values and lives beside the
 decoder: the calibrations, their ensemble average and the within-window emissions in
-spacewalk/spacewalk18/emissions.py, the plan, the decoders, the cells' labels and the settings' choice in
-spacewalk/spacewalk18/plan_decoding.py.
+spacewalk/benchmarks/spacewalk18/emissions.py, the plan, the decoders, the cells' labels and the settings' choice in
+spacewalk/benchmarks/spacewalk18/plan_decoding.py.
 """
 
 from __future__ import annotations
@@ -29,9 +29,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from spacewalk.errors import ConfigError
-from spacewalk.io import write_json
-from spacewalk.spacewalk18.emissions import (
+from spacewalk.benchmarks.spacewalk18.emissions import (
     Emissions,
     WindowRows,
     block_pairs,
@@ -40,7 +38,7 @@ from spacewalk.spacewalk18.emissions import (
     pair_products,
     within_window_emissions,
 )
-from spacewalk.spacewalk18.plan_decoding import (
+from spacewalk.benchmarks.spacewalk18.plan_decoding import (
     DecodeSettings,
     PlanModel,
     WholeRecordingDecoder,
@@ -49,9 +47,11 @@ from spacewalk.spacewalk18.plan_decoding import (
     choose_settings,
     grid_samples,
 )
-from spacewalk.spacewalk18.plan_prior import PlanPriorBaseline
-from spacewalk.spacewalk18.predictions import write_step_predictions
-from spacewalk.spacewalk18.scoring import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.plan_prior import PlanPriorBaseline
+from spacewalk.benchmarks.spacewalk18.predictions import write_step_predictions
+from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
+from spacewalk.core.errors import ConfigError
+from spacewalk.core.io import write_json
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
                                           "emissions": asdict(emissions), **fitted, **result,
                                           "val_candidates": table})
     if plots:
-        from spacewalk.spacewalk18.timeline import plot_confusion, plot_timeline
+        from spacewalk.benchmarks.spacewalk18.timeline import plot_confusion, plot_timeline
 
         raw_predictions = read_raw_predictions(output_dir, datamodule, raw)
         for v, d in decoded.items():
@@ -280,7 +280,7 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
 def decoded_intervals(cfg: DictConfig, recordings, samples, decoded, result) -> dict[str, Any] | None:
     """The bootstrap intervals of the decoded test metrics (metrics.bootstrap; None when off): recordings, then
     samples within them, the decoded labels for Accuracy and the posteriors for mAP, as the raw test's."""
-    from spacewalk.spacewalk18.intervals import step_recognition_intervals
+    from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
     from spacewalk.training.common import bootstrap_options
 
     options = bootstrap_options(cfg)
@@ -293,7 +293,7 @@ def decoded_intervals(cfg: DictConfig, recordings, samples, decoded, result) -> 
 
 def read_raw_predictions(output_dir: Path, datamodule, fallback: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The run's own test predictions (predictions.json), for the raw row of the pictures."""
-    from spacewalk.spacewalk18.predictions import read_step_predictions
+    from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
 
     path = output_dir / "predictions.json"
     if not path.is_file():

@@ -25,10 +25,10 @@ import hydra
 import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
-from spacewalk.hirest.dataset import HiREST
-from spacewalk.hirest.evaluation import evaluate_hirest_baselines, overall_summary, score
-from spacewalk.hirest.joint_model_io import PREDICTION_FILES
-from spacewalk.io import write_json
+from spacewalk.benchmarks.hirest.dataset import HiREST
+from spacewalk.benchmarks.hirest.evaluation import evaluate_hirest_baselines, overall_summary, score
+from spacewalk.benchmarks.hirest.joint_model_io import PREDICTION_FILES
+from spacewalk.core.io import write_json
 from spacewalk.training.common import bootstrap_options, write_resolved_config
 from spacewalk.training.run import Recipe, Run
 

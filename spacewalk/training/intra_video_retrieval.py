@@ -26,7 +26,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.training.build import build_datamodule, build_model
 from spacewalk.training.common import log_intervals, start_run
 from spacewalk.training.run import Recipe, Run
@@ -37,9 +37,9 @@ log = logging.getLogger(__name__)
 def _write_metrics(cfg: DictConfig, datamodule, output_dir: Path, test: dict[str, Any], val: dict[str, Any] | None,
                    predictions: dict, extra: dict[str, Any]) -> dict[str, Any]:
     """metrics.json and the pictures of the missed pairs."""
-    from spacewalk.io import write_json
-    from spacewalk.spacewalk18.intervals import retrieval_intervals
-    from spacewalk.spacewalk18.retrieval_plot import plot_missed_pairs
+    from spacewalk.benchmarks.spacewalk18.intervals import retrieval_intervals
+    from spacewalk.benchmarks.spacewalk18.retrieval_plot import plot_missed_pairs
+    from spacewalk.core.io import write_json
     from spacewalk.training.common import bootstrap_options
 
     options = bootstrap_options(cfg)
@@ -69,7 +69,7 @@ def _log_test(datamodule, output_dir: Path, test: dict[str, Any], val: dict[str,
 def _write_val(datamodule, output_dir: Path, val: dict[str, Any], best_val_loss: float | None) -> None:
     """`test=false`, for choosing a setting on val: metrics.json holds the val numbers only, so a variant that
     is not chosen never shows a test number."""
-    from spacewalk.io import write_json
+    from spacewalk.core.io import write_json
 
     write_json(output_dir / "metrics.json", {"split": "val", **val, "best_val_loss": best_val_loss,
                                              "context_seconds": datamodule.context_seconds,
@@ -92,8 +92,8 @@ class IntraVideoRetrieval(Recipe):
         return datamodule, build_model(cfg, datamodule.feature_dim, str(output_dir), datamodule)
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
-        from spacewalk.spacewalk18.predictions import write_retrieval_predictions
-        from spacewalk.spacewalk18.scoring import retrieval_accuracy
+        from spacewalk.benchmarks.spacewalk18.predictions import write_retrieval_predictions
+        from spacewalk.benchmarks.spacewalk18.scoring import retrieval_accuracy
 
         start_run(cfg)
         datamodule = build_datamodule(cfg, text_always=False)

@@ -21,8 +21,8 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from spacewalk.errors import ConfigError
-from spacewalk.io import write_text
+from spacewalk.core.errors import ConfigError
+from spacewalk.core.io import write_text
 from spacewalk.multiple_choice import runner
 from spacewalk.training.common import RESOLVED_CONFIG, bootstrap_options
 from spacewalk.training.run import Recipe

@@ -27,7 +27,7 @@ import hydra
 import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.training.common import (
     best_checkpoint,
     build_trainer,

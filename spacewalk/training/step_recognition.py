@@ -18,7 +18,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, open_dict
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.training.build import build_datamodule, build_model
 from spacewalk.training.run import Recipe, Run
 
@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 
 def draw_pictures(datamodule, output_dir: Path) -> None:
     """timelines/<video>.png and confusion/<video>.png of the test predictions."""
-    from spacewalk.spacewalk18.predictions import read_step_predictions
-    from spacewalk.spacewalk18.timeline import plot_confusion, plot_timeline
+    from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
+    from spacewalk.benchmarks.spacewalk18.timeline import plot_confusion, plot_timeline
 
     samples = datamodule.samples["test"]
     recordings = datamodule.dataset.recordings
@@ -50,7 +50,7 @@ def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> 
         return
     import wandb
 
-    from spacewalk.spacewalk18.predictions import read_step_predictions
+    from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
 
     recordings, samples = datamodule.dataset.recordings, datamodule.samples["test"]
     rows = {"raw": read_step_predictions(output_dir / "predictions.json", recordings, samples).predictions}
@@ -72,8 +72,8 @@ def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> 
 def test_intervals(run: Run) -> dict[str, Any] | None:
     """The bootstrap intervals of the test metrics (metrics.bootstrap; None when off), from the run's
     predictions.json (the per-sample units a later comparison reads too) and the module's official numbers."""
-    from spacewalk.spacewalk18.intervals import step_recognition_intervals
-    from spacewalk.spacewalk18.predictions import read_step_predictions
+    from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
+    from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
     from spacewalk.training.common import bootstrap_options
 
     options = bootstrap_options(run.cfg)
@@ -89,7 +89,7 @@ class StepRecognition(Recipe):
     validate_kept = False  # tau travels in the checkpoint (run.py)
 
     def check(self, cfg: DictConfig) -> None:
-        from spacewalk.spacewalk18.dataset import SPLITS
+        from spacewalk.benchmarks.spacewalk18.dataset import SPLITS
         from spacewalk.training import decoding
 
         decoding.enabled(cfg)  # a misspelt decoding.name is refused now, not after the whole fit and test
@@ -109,7 +109,7 @@ class StepRecognition(Recipe):
         return datamodule, build_model(cfg, datamodule.feature_dim, str(output_dir), datamodule)
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
-        from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
+        from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
         from spacewalk.training.common import bootstrap_options, write_resolved_config
 
         # no seeding here (the baselines seed themselves, and their published numbers stay as they were)
@@ -135,8 +135,8 @@ class StepRecognition(Recipe):
     def write_val(self, run: Run) -> None:
         """`test=false`: the kept checkpoint's val metrics in metrics.json, no test step (so a variant that is not
         chosen never shows a test number)."""
-        from spacewalk.io import write_json
-        from spacewalk.spacewalk18.evaluation import format_table
+        from spacewalk.benchmarks.spacewalk18.evaluation import format_table
+        from spacewalk.core.io import write_json
 
         val = run.model.split_results["val"]
         write_json(run.output_dir / "metrics.json", {"split": "val", **val, "tau": float(run.model.tau),
@@ -146,7 +146,7 @@ class StepRecognition(Recipe):
     def write(self, run: Run) -> None:
         """metrics.json (the module's test record, the selection criterion and the decoded test metrics), the
         pictures and the W&B table."""
-        from spacewalk.io import write_json
+        from spacewalk.core.io import write_json
         from spacewalk.training.common import log_intervals
 
         decoded = run.results.get("decoded")
@@ -162,7 +162,7 @@ class StepRecognition(Recipe):
 
     def summarize(self, run: Run) -> None:
         results, output_dir = run.results, run.output_dir
-        from spacewalk.spacewalk18.evaluation import format_table
+        from spacewalk.benchmarks.spacewalk18.evaluation import format_table
 
         decoded = results.get("decoded")
         also = (f"\ndecoded ({decoded['decoding']}): Accuracy {decoded['Accuracy']:.2f}, IoU {decoded['IoU']:.2f} "

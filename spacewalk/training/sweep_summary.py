@@ -33,7 +33,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from spacewalk.io import write_text
+from spacewalk.core.io import write_text
 from spacewalk.run_dirs import RunDir, read_runs
 from spacewalk.seed_groups import SeedGroup, format_summary, group_by_seed
 
@@ -171,7 +171,7 @@ def summarize_sweep(sweep_dir: Path, out_dir: Path | None = None) -> str:
 
 class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from spacewalk.errors import UserInputError
+        from spacewalk.core.errors import UserInputError
 
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
@@ -185,7 +185,7 @@ class SweepSummary(Callback):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from spacewalk.command_errors import user_errors_reported
+    from spacewalk.core.command_errors import user_errors_reported
 
     parser = argparse.ArgumentParser(prog="python -m spacewalk.training.sweep_summary", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 # the groups whose sweep (`-m task=a,b`) leaves the task open until each job composes: no default is added then
 _TASK_CHOOSERS = ("task", "data", "experiment")

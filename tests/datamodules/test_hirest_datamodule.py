@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from datamodules.hirest import HiRESTDataModule, RoundRobinBatchSampler, step_boundaries
-from spacewalk.hirest.dataset import HiREST
-from spacewalk.hirest.joint_model_io import TASKS, caption_tokenizer, step_frame_indices
+from spacewalk.benchmarks.hirest.dataset import HiREST
+from spacewalk.benchmarks.hirest.joint_model_io import TASKS, caption_tokenizer, step_frame_indices
 
 from hirest_fakes import ASR_DIM, QUERY_DIM, VIDEO_DIM, FakeFeatures, write_hirest_root
 

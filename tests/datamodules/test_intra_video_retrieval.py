@@ -14,13 +14,13 @@ from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead, TwoTowerHead, break_ties
 from models.intra_video_retrieval_baselines import TWFinchRetrieval
-from spacewalk.errors import ConfigError, DataError
-from spacewalk.io import load_json
-from spacewalk.spacewalk18.dataset import FPS, Spacewalk18
-from spacewalk.spacewalk18.feature_bank import BankConfig
-from spacewalk.spacewalk18.predictions import write_retrieval_predictions
-from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
-from spacewalk.tw_finch import first_neighbours, tw_finch
+from spacewalk.algorithms.tw_finch import first_neighbours, tw_finch
+from spacewalk.benchmarks.spacewalk18.dataset import FPS, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig
+from spacewalk.benchmarks.spacewalk18.predictions import write_retrieval_predictions
+from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
+from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.core.io import load_json
 
 from conftest import run_command
 from fakes import FakeText
@@ -163,7 +163,7 @@ def test_first_neighbours_weigh_feature_distance_by_time():
 
 
 def test_tied_first_neighbours_go_to_the_nearest_in_time_with_a_tolerance():
-    from spacewalk.tw_finch import _cosine_distance
+    from spacewalk.algorithms.tw_finch import _cosine_distance
 
     f = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [1.0, 0.0]], np.float32)
     t = np.array([0.2, 0.4, 0.6, 0.8, 1.0], np.float32)
@@ -200,7 +200,7 @@ def test_tw_finch_finds_temporal_blocks():
 
 
 def test_incremental_merges_equal_the_reference_recomputation():
-    from spacewalk.tw_finch import _means, _merge_to
+    from spacewalk.algorithms.tw_finch import _means, _merge_to
 
     rng = np.random.default_rng(3)
     data = np.concatenate([rng.standard_normal((60, 5)), ((np.arange(60) + 1) / 60)[:, None]], 1).astype(np.float32)
@@ -277,8 +277,11 @@ def test_train_py_end_to_end_last_layer_and_the_scorer_agree(tmp_path):
     assert m["best_val_loss"] is not None and m["checkpoint"].endswith(".ckpt") and m["val"]["Accuracy"] >= 0
     # the scorer of the release reads our predictions; with the generated test samples in place of the file
     ds = Spacewalk18(tmp_path / "synthetic")
-    from spacewalk.io import write_json
-    from spacewalk.spacewalk18.retrieval_sampler import recording_retrieval_samples, retrieval_samples_to_json
+    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import (
+        recording_retrieval_samples,
+        retrieval_samples_to_json,
+    )
+    from spacewalk.core.io import write_json
     samples = {r.video_id: recording_retrieval_samples(r, RetrievalSamplerConfig(samples_per_video=200))
                for r in ds.split("test")}
     write_json(tmp_path / "synthetic/tasks/intra-video_retrieval/test.json", retrieval_samples_to_json(samples))

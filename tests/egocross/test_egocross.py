@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from spacewalk import download
-from spacewalk.egocross import closeqa, openqa
-from spacewalk.egocross.dataset import EgoCross, read_testbed
-from spacewalk.egocross.synthetic import ANSWERS_FILE, COLOURS
-from spacewalk.egocross.task import EgoCrossCloseQATask, open_egocross, score_openqa
-from spacewalk.errors import DataError
+from spacewalk.benchmarks.egocross import closeqa, openqa
+from spacewalk.benchmarks.egocross.dataset import EgoCross, read_testbed
+from spacewalk.benchmarks.egocross.synthetic import ANSWERS_FILE, COLOURS
+from spacewalk.benchmarks.egocross.task import EgoCrossCloseQATask, open_egocross, score_openqa
+from spacewalk.core.errors import DataError
 from spacewalk.multiple_choice.task import MultipleChoiceTask, Prompt, Record
 from spacewalk.score import main as score_main
 

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from spacewalk.egocross import openqa
-from spacewalk.egocross.dataset import TESTBED_FILE, EgoCross
-from spacewalk.egocross.synthetic import ANSWERS_FILE, Options, generate_egocross
+from spacewalk.benchmarks.egocross import openqa
+from spacewalk.benchmarks.egocross.dataset import TESTBED_FILE, EgoCross
+from spacewalk.benchmarks.egocross.synthetic import ANSWERS_FILE, Options, generate_egocross
 from spacewalk.multiple_choice import tiny_models
 from spacewalk.score import main as score_main
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from spacewalk import download
-from spacewalk.benchmarks import find
-from spacewalk.egoschema import prompts, scoring
-from spacewalk.egoschema.dataset import EgoSchema, read_answers, read_questions, read_uid_map
-from spacewalk.egoschema.synthetic import COLOURS, HIDDEN_ANSWERS_FILE, ensure_egoschema
-from spacewalk.egoschema.task import EgoSchemaTask, open_egoschema
-from spacewalk.errors import DataError
+from spacewalk.benchmarks.egoschema import prompts, scoring
+from spacewalk.benchmarks.egoschema.dataset import EgoSchema, read_answers, read_questions, read_uid_map
+from spacewalk.benchmarks.egoschema.synthetic import COLOURS, HIDDEN_ANSWERS_FILE, ensure_egoschema
+from spacewalk.benchmarks.egoschema.task import EgoSchemaTask, open_egoschema
+from spacewalk.benchmarks.registry import find
+from spacewalk.core.errors import DataError
 from spacewalk.multiple_choice.task import MultipleChoiceTask, Prompt, Record
 from spacewalk.score import main as score_main
 
@@ -165,7 +165,7 @@ def test_the_synthetic_set_is_in_the_release_layout(synthetic_root):
 
 
 def test_the_pictures_determine_the_synthetic_answers(synthetic_root):
-    from spacewalk.video import open_video
+    from spacewalk.media.video import open_video
 
     data = EgoSchema(synthetic_root)
     answers = {**data.answers, **json.loads((synthetic_root / HIDDEN_ANSWERS_FILE).read_text())}

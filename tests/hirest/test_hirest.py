@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from spacewalk.errors import DataError
-from spacewalk.hirest.dataset import HiREST, load_moment_gt, load_split
+from spacewalk.benchmarks.hirest.dataset import HiREST, load_moment_gt, load_split
+from spacewalk.core.errors import DataError
 
 
 def test_real_release_counts(real_hirest_root):

@@ -7,9 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from spacewalk.encoders import ThumbnailVideoEncoder
-from spacewalk.errors import DataError
-from spacewalk.hirest.features import (
+from spacewalk.benchmarks.hirest.features import (
     ASR_FEATURES_DIR,
     FRAMES_DIR,
     HiRESTFeatures,
@@ -18,7 +16,9 @@ from spacewalk.hirest.features import (
     per_second,
     released_features,
 )
-from spacewalk.hirest.subtitles import Subtitle, read_srt, write_srt
+from spacewalk.benchmarks.hirest.subtitles import Subtitle, read_srt, write_srt
+from spacewalk.core.errors import DataError
+from spacewalk.encoders import ThumbnailVideoEncoder
 
 from fakes import FakeText
 from lossless_videos import write_video

@@ -1,8 +1,8 @@
-"""HiREST official scoring (spacewalk/hirest/scoring.py, captioning_scores.py): hand-computed cases,
+"""HiREST official scoring (spacewalk/benchmarks/hirest/scoring.py, captioning_scores.py): hand-computed cases,
 the real ground truth scored against itself, and bad input.
 
 Expected numbers marked "official" are what the authors' code prints on the same input; each names the
-command that regenerates it (benchmarks/hirest_official_constants.py, run against a checkout of
+command that regenerates it (measurements/hirest_official_constants.py, run against a checkout of
 github.com/j-min/HiREST). The others are derived in the comments.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk.errors import DataError
-from spacewalk.hirest import scoring as hm
+from spacewalk.benchmarks.hirest import scoring as hm
+from spacewalk.core.errors import DataError
 
 M = (0, 100)  # the GT moment of the hand-made segmentation cases
 
@@ -315,7 +315,7 @@ def test_real_moment_retrieval_gt_scores_100_and_masked_test_is_refused(hirest_d
 
 # official: the authors' evaluate.py --preprocess_moment_bounds on the GT steps as predictions, under numpy
 # 1.23.5 (introsort order) and numpy 2.4.6 on an AVX-512 CPU (identity order). Regenerate with
-#   python benchmarks/hirest_official_constants.py --authors-repo PATH/TO/HiREST
+#   python measurements/hirest_official_constants.py --authors-repo PATH/TO/HiREST
 # (it prints the entries of the numpy it runs under; the identity ones were checked that way on 2026-11-24)
 OFFICIAL_SEGMENTATION_GT = {
     ("val", "introsort"): {"total": 78, "recall": {"0.5": 88.13957363299468, "0.7": 81.58451076214233},
@@ -376,14 +376,14 @@ def test_real_segmentation_gt_against_itself(hirest_data):
 
 @pytest.fixture(scope="module")
 def caption_scorer():
-    from spacewalk.hirest.captioning_scores import CaptionScorer
+    from spacewalk.benchmarks.hirest.captioning_scores import CaptionScorer
 
     with CaptionScorer() as scorer:  # SPICE and BERTScore where available: they are skipped in CI
         yield scorer
 
 
 def test_ptb_tokenization_as_coco_caption(java):
-    from spacewalk.hirest.captioning_scores import ptb_tokenize
+    from spacewalk.benchmarks.hirest.captioning_scores import ptb_tokenize
 
     assert ptb_tokenize(["Hello, World.", "", "it's (fine)", "put it on ", "a\rb", "naïve café"]) == [
         "hello world", "", "it 's -lrb- fine -rrb-", "put it on", "a b", "naïve café"]
@@ -403,7 +403,7 @@ def test_caption_scores_by_hand(caption_scorer, java):
 
 
 def test_real_captioning_gt_against_itself(hirest_data, caption_scorer, java):
-    from spacewalk.hirest.captioning_scores import ptb_tokenize
+    from spacewalk.benchmarks.hirest.captioning_scores import ptb_tokenize
 
     split_file = hirest_data / STEP_GT["val"]
     gt = load(split_file)
@@ -422,7 +422,7 @@ def test_real_captioning_gt_against_itself(hirest_data, caption_scorer, java):
                                                     for c in e["captions"]])]
     assert overall["CIDEr"] == pytest.approx(1000 * np.mean([min(n, 4) / 4 for n in tokens]))
     # official: the authors' COCO evaluator (language_evaluation.CocoEvaluator, what their evaluate.py calls) on
-    # these captions; `python benchmarks/hirest_official_constants.py --authors-repo ...` prints it when
+    # these captions; `python measurements/hirest_official_constants.py --authors-repo ...` prints it when
     # language_evaluation (github.com/bckim92/language-evaluation, not on PyPI) is installed
     assert overall["CIDEr"] == 878.7128712871287
     assert overall["METEOR"] == 100.0
@@ -436,7 +436,7 @@ def test_real_captioning_gt_against_itself(hirest_data, caption_scorer, java):
 
 
 def test_clip_frame_selection_as_the_authors():
-    from spacewalk.hirest.captioning_scores import clip_frame_indices, frame_sort_key
+    from spacewalk.benchmarks.hirest.captioning_scores import clip_frame_indices, frame_sort_key
 
     # frames sorted by the number after the last '_' (not lexically)
     names = [Path(f"v/frame_{i}.jpg") for i in (10, 2, 1)]
@@ -450,7 +450,7 @@ def test_clip_frame_selection_as_the_authors():
 def test_optional_metrics_per_group(caption_scorer, monkeypatch, tmp_path, java):
     import torch
 
-    from spacewalk.hirest import captioning_scores as cm
+    from spacewalk.benchmarks.hirest import captioning_scores as cm
 
     # BERTScore glue with the model replaced: per-pair F1, averaged per group as the authors' f.mean()
     monkeypatch.setattr(cm, "bertscore_missing", lambda: None)

@@ -9,11 +9,11 @@ import av
 import numpy as np
 import pytest
 
-import spacewalk.hirest.synthetic.generate as hs
-from spacewalk.hirest.dataset import HiREST
-from spacewalk.hirest.subtitles import Subtitle, read_srt, write_srt
-from spacewalk.hirest.synthetic.__main__ import main
-from spacewalk.hirest.synthetic.generate import (
+import spacewalk.benchmarks.hirest.synthetic.generate as hs
+from spacewalk.benchmarks.hirest.dataset import HiREST
+from spacewalk.benchmarks.hirest.subtitles import Subtitle, read_srt, write_srt
+from spacewalk.benchmarks.hirest.synthetic.__main__ import main
+from spacewalk.benchmarks.hirest.synthetic.generate import (
     ASR_DIR,
     RECORD_FILE,
     VAL_TESTING_SPLIT_FILE,
@@ -21,10 +21,10 @@ from spacewalk.hirest.synthetic.generate import (
     ensure_hirest,
     generate_hirest,
 )
-from spacewalk.hirest.synthetic.options import HiRESTOptions
-from spacewalk.hirest.synthetic.plan import plan_hirest
-from spacewalk.hirest.synthetic.vocabulary import CATEGORIES as THINGS
-from spacewalk.video import open_video
+from spacewalk.benchmarks.hirest.synthetic.options import HiRESTOptions
+from spacewalk.benchmarks.hirest.synthetic.plan import plan_hirest
+from spacewalk.benchmarks.hirest.synthetic.vocabulary import CATEGORIES as THINGS
+from spacewalk.media.video import open_video
 
 from window_decoding import decode_window
 

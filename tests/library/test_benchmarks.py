@@ -1,4 +1,4 @@
-"""The benchmark registry (spacewalk.benchmarks): the pinned releases, the sha256 check, and a fifth benchmark
+"""The benchmark registry (spacewalk.benchmarks.registry): the pinned releases, the sha256 check, and a fifth benchmark
 picked up by the score and download commands from its package alone (never the network)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import textwrap
 
 import pytest
 
-import spacewalk
+import spacewalk.benchmarks
 from spacewalk import download, score
-from spacewalk.benchmarks import check_sha256, discover, sha256_of
-from spacewalk.errors import DataError
+from spacewalk.benchmarks.registry import check_sha256, discover, sha256_of
+from spacewalk.core.errors import DataError
 
 FOUR = ("egocross", "egoschema", "hirest", "spacewalk18")
 COMMIT_URL = re.compile(r"^https://\S+/[0-9a-f]{40}/")  # a repository's files at one commit
@@ -30,7 +30,7 @@ def test_every_release_file_is_pinned_to_a_commit_with_its_hash():
                 unhashed.append(f"{name}/{f.path}")
             else:
                 assert re.fullmatch(r"[0-9a-f]{64}", f.sha256), f
-    # the four's one file that no copy was at hand to hash (spacewalk/egoschema/benchmark.py says so)
+    # the four's one file that no copy was at hand to hash (spacewalk/benchmarks/egoschema/benchmark.py says so)
     assert [f for f in unhashed if f.split("/")[0] in FOUR] == ["egoschema/questions.json"]
 
 
@@ -62,7 +62,7 @@ import argparse
 import json
 from pathlib import Path
 
-from spacewalk.benchmarks import Benchmark, Release, ScoreCommand, pinned
+from spacewalk.benchmarks.registry import Benchmark, Release, ScoreCommand, pinned
 
 FILES = pinned("https://raw.githubusercontent.com/someone/toybench/{commit}", {{"answers.json": "{sha}"}})
 
@@ -88,15 +88,16 @@ BENCHMARK = Benchmark(name="{name}", release=Release(files=FILES, validate=valid
 
 @pytest.fixture
 def extra_package_dir(tmp_path, monkeypatch):
-    """A folder added to the `spacewalk` package's path: a package written there is a subpackage of it, as if
-    it were spacewalk/<name>/, without touching the source tree."""
+    """A folder added to the `spacewalk.benchmarks` package's path: a package written there is a subpackage of it,
+    as if it were spacewalk/benchmarks/<name>/, without touching the source tree."""
     folder = tmp_path / "extra"
     folder.mkdir()
-    monkeypatch.setattr(spacewalk, "__path__", [*spacewalk.__path__, str(folder)])
+    monkeypatch.setattr(spacewalk.benchmarks, "__path__", [*spacewalk.benchmarks.__path__, str(folder)])
     discover.cache_clear()
     yield folder
     discover.cache_clear()  # the next caller finds the four again
-    for name in [m for m in sys.modules if m.startswith("spacewalk.") and (folder / m.split(".")[1]).is_dir()]:
+    for name in [m for m in sys.modules if m.startswith("spacewalk.benchmarks.")
+                 and (folder / m.split(".")[2]).is_dir()]:
         del sys.modules[name]
 
 
@@ -138,7 +139,7 @@ def test_a_registration_that_is_not_one_names_its_file(extra_package_dir):
         discover()
     discover.cache_clear()
     (extra_package_dir / "toybench/benchmark.py").write_text("BENCH = None\n")
-    sys.modules.pop("spacewalk.toybench.benchmark", None)
+    sys.modules.pop("spacewalk.benchmarks.toybench.benchmark", None)
     with pytest.raises(TypeError, match=r"toybench/benchmark\.py: a registration module defines BENCHMARK"):
         discover()
 

@@ -13,7 +13,7 @@ from spacewalk.bootstrap import (
     grouped_interval,
     summary_intervals,
 )
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 OPTS = BootstrapOptions(n_resamples=2000, level=0.95, seed=0)
 

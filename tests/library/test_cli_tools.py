@@ -10,8 +10,8 @@ import stat
 import pytest
 
 from spacewalk import download
-from spacewalk.benchmarks import find
-from spacewalk.spacewalk18 import samples
+from spacewalk.benchmarks.registry import find
+from spacewalk.benchmarks.spacewalk18 import samples
 
 from conftest import run_command
 

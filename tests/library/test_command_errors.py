@@ -1,4 +1,4 @@
-"""spacewalk.command_errors: which exceptions are the user's (the message alone) and which are bugs (the
+"""spacewalk.core.command_errors: which exceptions are the user's (the message alone) and which are bugs (the
 traceback), through the wrappers of Hydra and OmegaConf."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from spacewalk.command_errors import user_error_in
-from spacewalk.errors import ConfigError, DataError
+from spacewalk.core.command_errors import user_error_in
+from spacewalk.core.errors import ConfigError, DataError
 
 from conftest import run_command
 
@@ -27,7 +27,7 @@ def test_a_user_error_is_found_inside_the_wrappers_of_omegaconf_and_hydra():
     assert str(user_error_in(resolved.value)) == "value=7x: refused"
 
     with pytest.raises(InstantiationException) as instantiated:
-        hydra.utils.instantiate({"_target_": "spacewalk.io.load_json", "path": "/nonexistent/x.json"})
+        hydra.utils.instantiate({"_target_": "spacewalk.core.io.load_json", "path": "/nonexistent/x.json"})
     assert isinstance(user_error_in(instantiated.value), DataError)
 
 
@@ -44,14 +44,14 @@ def test_an_error_of_ours_is_a_bug_even_while_a_user_error_is_handled():
     assert isinstance(user_error_in(wrapped), DataError)  # `raise ... from e`: the cause is the user's
 
 
-BODY = "from spacewalk.command_errors import user_errors_reported\nwith user_errors_reported():\n    raise {}\n"
+BODY = "from spacewalk.core.command_errors import user_errors_reported\nwith user_errors_reported():\n    raise {}\n"
 
 
 def test_a_bug_keeps_its_traceback_and_a_user_error_shows_one_only_on_request():
     bug = run_command("-c", BODY.format("KeyError('a bug')"), check=False)
     assert bug.returncode == 1 and "Traceback" in bug.stderr and "KeyError: 'a bug'" in bug.stderr
 
-    user = "__import__('spacewalk.errors').errors.DataError('not JSON', file='x.json')"
+    user = "__import__('spacewalk.core.errors').core.errors.DataError('not JSON', file='x.json')"
     quiet = run_command("-c", BODY.format(user), check=False)
     assert quiet.returncode == 2 and quiet.stderr == "error: x.json: not JSON\n"
     shown = run_command("-c", BODY.format(user), check=False, env={"SPACEWALK_TRACEBACK": "1"})

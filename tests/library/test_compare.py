@@ -33,12 +33,12 @@ def write_config(run_dir: Path, task: str, data: dict, overrides: list[str] = ()
 @pytest.fixture(scope="module")
 def step_runs(synthetic_spacewalk18, tmp_path_factory):
     """Step-recognition runs on the synthetic test split: a weak and a strong model, three seeds each."""
-    from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
-    from spacewalk.spacewalk18.open import open_spacewalk18
+    from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
 
     root = synthetic_spacewalk18()
-    data = {"_target_": "spacewalk.spacewalk18.open.open_spacewalk18", "root": str(root), "synthetic_root": None,
-            "seed": 0, "synthetic": {}}
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root),
+            "synthetic_root": None, "seed": 0, "synthetic": {}}
     dataset = open_spacewalk18(root)
     base = tmp_path_factory.mktemp("step_runs")
     runs = {}
@@ -130,13 +130,13 @@ def test_the_command_on_a_sweep_with_filters_prints_and_writes_json(step_runs, t
 
 
 def test_runs_on_another_split_are_refused_naming_it(step_runs, synthetic_spacewalk18, tmp_path, capsys):
-    from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
-    from spacewalk.spacewalk18.open import open_spacewalk18
+    from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
 
     _, runs = step_runs
     root = synthetic_spacewalk18()
-    data = {"_target_": "spacewalk.spacewalk18.open.open_spacewalk18", "root": str(root), "synthetic_root": None,
-            "seed": 0, "synthetic": {}}
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root),
+            "synthetic_root": None, "seed": 0, "synthetic": {}}
     val_run = write_config(tmp_path / "val", "step_recognition", data, split="val")
     evaluate_step_recognition(open_spacewalk18(root), Noisy(1.0, 0), "val", val_run, plots=False)
     with pytest.raises(SystemExit) as exit_:
@@ -174,9 +174,9 @@ def mc_run(task, data: dict, run_dir: Path, seed: int) -> Path:
 
 
 def egoschema_run(root: Path, run_dir: Path, seed: int) -> Path:
-    from spacewalk.egoschema.task import open_egoschema
+    from spacewalk.benchmarks.egoschema.task import open_egoschema
 
-    data = {"_target_": "spacewalk.egoschema.task.open_egoschema", "root": str(root), "split": "subset",
+    data = {"_target_": "spacewalk.benchmarks.egoschema.task.open_egoschema", "root": str(root), "split": "subset",
             "check_videos": False}
     return mc_run(open_egoschema(root, split="subset", check_videos=False), data, run_dir, seed)
 
@@ -192,9 +192,9 @@ def test_rescore_reproduces_egoschema_and_compares_two_seeds(synthetic_egoschema
 
 
 def test_rescore_reproduces_egocross_closeqa_per_domain(synthetic_egocross_root, tmp_path):
-    from spacewalk.egocross.task import open_egocross
+    from spacewalk.benchmarks.egocross.task import open_egocross
 
-    data = {"_target_": "spacewalk.egocross.task.open_egocross", "root": None,
+    data = {"_target_": "spacewalk.benchmarks.egocross.task.open_egocross", "root": None,
             "synthetic_root": str(synthetic_egocross_root), "seed": 0, "synthetic": {"per_category": 3},
             "qa": "closeqa", "check_frames": False}
     task = open_egocross(None, synthetic_egocross_root, synthetic={"per_category": 3}, check_frames=False)
@@ -205,10 +205,11 @@ def test_rescore_reproduces_egocross_closeqa_per_domain(synthetic_egocross_root,
 
 
 def test_rescore_reproduces_spacewalk18_qa_per_type(synthetic_spacewalk18, tmp_path):
-    from spacewalk.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
 
     root = synthetic_spacewalk18()
-    data = {"_target_": "spacewalk.spacewalk18.question_answering.question_answering_task", "root": str(root)}
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.question_answering.question_answering_task",
+            "root": str(root)}
     run = mc_run(question_answering_task(root), data, tmp_path / "qa", seed=0)
     rescored = rescore_run(run)
     assert "Accuracy" in rescored and any(name.startswith("per_type/") for name in rescored)
@@ -216,11 +217,11 @@ def test_rescore_reproduces_spacewalk18_qa_per_type(synthetic_spacewalk18, tmp_p
 
 
 def test_rescore_reproduces_intra_video_retrieval(synthetic_spacewalk18, tmp_path):
-    from spacewalk.io import write_json
-    from spacewalk.spacewalk18.open import open_spacewalk18
-    from spacewalk.spacewalk18.predictions import write_retrieval_predictions
-    from spacewalk.spacewalk18.retrieval_sampler import recording_retrieval_samples
-    from spacewalk.spacewalk18.scoring import retrieval_accuracy
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
+    from spacewalk.benchmarks.spacewalk18.predictions import write_retrieval_predictions
+    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import recording_retrieval_samples
+    from spacewalk.benchmarks.spacewalk18.scoring import retrieval_accuracy
+    from spacewalk.core.io import write_json
 
     root = synthetic_spacewalk18()
     dataset = open_spacewalk18(root)
@@ -233,7 +234,7 @@ def test_rescore_reproduces_intra_video_retrieval(synthetic_spacewalk18, tmp_pat
     rng = np.random.default_rng(0)
     predictions = {v: rng.integers(0, 2, len(s)) for v, s in samples.items()}
     run = write_config(tmp_path / "ivr", "intra_video_retrieval",
-                       {"_target_": "spacewalk.spacewalk18.open.open_spacewalk18", "root": str(root)})
+                       {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root)})
     write_retrieval_predictions(run / "predictions.json", predictions)
     write_json(run / "metrics.json", {"split": "test", **retrieval_accuracy(predictions, samples),
                                       "sample_sources": {"test": "generated"}})
@@ -242,19 +243,19 @@ def test_rescore_reproduces_intra_video_retrieval(synthetic_spacewalk18, tmp_pat
 
 
 def test_rescore_reproduces_hirest_segmentation(synthetic_hirest, tmp_path):
-    from spacewalk.hirest.dataset import MOMENT_GT_FILES
-    from spacewalk.hirest.evaluation import score
-    from spacewalk.hirest.open import open_hirest
-    from spacewalk.hirest.predictions import write_task_predictions
-    from spacewalk.hirest.synthetic.options import HiRESTOptions
-    from spacewalk.io import load_json, write_json
+    from spacewalk.benchmarks.hirest.dataset import MOMENT_GT_FILES
+    from spacewalk.benchmarks.hirest.evaluation import score
+    from spacewalk.benchmarks.hirest.open import open_hirest
+    from spacewalk.benchmarks.hirest.predictions import write_task_predictions
+    from spacewalk.benchmarks.hirest.synthetic.options import HiRESTOptions
+    from spacewalk.core.io import load_json, write_json
 
     root = synthetic_hirest(HiRESTOptions())
     dataset = open_hirest(root)
     gt = load_json(dataset.path(MOMENT_GT_FILES["val"]))
     # each video's steps, every other boundary dropped: some right, some wrong
     predictions = {v: {"bounds": entry["bounds"][::2]} for v, entry in gt.items()}
-    run = write_config(tmp_path / "hirest", "hirest", {"_target_": "spacewalk.hirest.open.open_hirest",
+    run = write_config(tmp_path / "hirest", "hirest", {"_target_": "spacewalk.benchmarks.hirest.open.open_hirest",
                                                        "root": str(root)})
     path = write_task_predictions(run, "moment_segmentation", predictions)
     write_json(run / "metrics.json", {"split": "val", "moment_segmentation": score(dataset, "moment_segmentation",
@@ -267,12 +268,12 @@ def test_rescore_reproduces_hirest_segmentation(synthetic_hirest, tmp_path):
 
 
 def test_rescore_reproduces_hirest_moment_retrieval(synthetic_hirest, tmp_path):
-    from spacewalk.hirest import scoring
-    from spacewalk.hirest.evaluation import gt_file, score
-    from spacewalk.hirest.open import open_hirest
-    from spacewalk.hirest.predictions import write_task_predictions
-    from spacewalk.hirest.synthetic.options import HiRESTOptions
-    from spacewalk.io import write_json
+    from spacewalk.benchmarks.hirest import scoring
+    from spacewalk.benchmarks.hirest.evaluation import gt_file, score
+    from spacewalk.benchmarks.hirest.open import open_hirest
+    from spacewalk.benchmarks.hirest.predictions import write_task_predictions
+    from spacewalk.benchmarks.hirest.synthetic.options import HiRESTOptions
+    from spacewalk.core.io import write_json
 
     root = synthetic_hirest(HiRESTOptions())
     dataset = open_hirest(root)
@@ -286,7 +287,7 @@ def test_rescore_reproduces_hirest_moment_retrieval(synthetic_hirest, tmp_path):
                 end = end if n % 2 == 0 else start + (end - start) / 4
                 predictions.setdefault(query, {})[video] = {"bounds": [start, end]}
                 n += 1
-    run = write_config(tmp_path / "hirest", "hirest", {"_target_": "spacewalk.hirest.open.open_hirest",
+    run = write_config(tmp_path / "hirest", "hirest", {"_target_": "spacewalk.benchmarks.hirest.open.open_hirest",
                                                        "root": str(root)})
     path = write_task_predictions(run, "moment_retrieval", predictions)
     write_json(run / "metrics.json", {"split": "val", "moment_retrieval": score(dataset, "moment_retrieval", "val",
@@ -297,10 +298,10 @@ def test_rescore_reproduces_hirest_moment_retrieval(synthetic_hirest, tmp_path):
 
 
 def test_rescore_reproduces_step_questions(synthetic_spacewalk18, tmp_path):
-    from spacewalk.spacewalk18.step_recognition_questions import step_recognition_questions_task
+    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import step_recognition_questions_task
 
     root = synthetic_spacewalk18()
-    data = {"_target_": "spacewalk.spacewalk18.step_recognition_questions.step_recognition_questions_task",
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.step_recognition_questions.step_recognition_questions_task",
             "root": str(root), "split": "test", "context": 300.0, "samples_per_video": 15}
     run = mc_run(step_recognition_questions_task(root, split="test", context=300.0, samples_per_video=15), data,
                  tmp_path / "sq", seed=0)
@@ -329,9 +330,9 @@ def test_decoded_predictions_compare_with_their_run(step_runs, tmp_path):
 
 
 def test_rescore_reproduces_egocross_openqa_from_its_recorded_judgements(synthetic_egocross_root, tmp_path):
-    from spacewalk.egocross.task import open_egocross
+    from spacewalk.benchmarks.egocross.task import open_egocross
 
-    data = {"_target_": "spacewalk.egocross.task.open_egocross", "root": None,
+    data = {"_target_": "spacewalk.benchmarks.egocross.task.open_egocross", "root": None,
             "synthetic_root": str(synthetic_egocross_root), "seed": 0, "synthetic": {"per_category": 3},
             "qa": "openqa", "check_frames": False, "judge": {"_target_": "not.imported.Judge"}}
     task = open_egocross(None, synthetic_egocross_root, synthetic={"per_category": 3}, qa="openqa",
@@ -351,7 +352,7 @@ def test_the_centred_p_value_by_hand():
 def test_a_retest_is_read_with_its_trained_runs_config(tmp_path):
     # evaluate.py ckpt_path=<run>/checkpoints/X.ckpt (a decoding) writes no resolved config of its own: its trained
     # run's is the one it ran with, for the re-test and for the predictions it decoded
-    from spacewalk.errors import DataError
+    from spacewalk.core.errors import DataError
     from spacewalk.rescore import RUN_CONFIG, find_config
 
     trained = tmp_path / "trained"

@@ -1,10 +1,10 @@
-"""Durations written for people (spacewalk/durations.py): what `context=5min` means."""
+"""Durations written for people (spacewalk/core/durations.py): what `context=5min` means."""
 
 from __future__ import annotations
 
 import pytest
 
-from spacewalk.durations import parse_duration
+from spacewalk.core.durations import parse_duration
 
 
 @pytest.mark.parametrize("text,seconds", [("5s", 5), ("30s", 30), ("1min", 60), ("20min", 1200), ("1.5h", 5400),

@@ -1,4 +1,4 @@
-"""Decoding ahead (spacewalk/frame_prefetch.py): batches in order whatever the decoders, bounded memory,
+"""Decoding ahead (spacewalk/media/frame_prefetch.py): batches in order whatever the decoders, bounded memory,
 a decoder's error raised in the caller naming the file, and no decoder thread left behind."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from spacewalk.errors import ConfigError, DataError
-from spacewalk.frame_prefetch import DecodeAhead
+from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.media.frame_prefetch import DecodeAhead
 
 PATH = "/videos/rec.mp4"
 

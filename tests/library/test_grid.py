@@ -1,12 +1,12 @@
-"""The k-second cell grid (spacewalk/grid.py): the one rule for which cells a window covers, shared by the
+"""The k-second cell grid (spacewalk/media/grid.py): the one rule for which cells a window covers, shared by the
 feature bank, the video decoder's segments and both bank DataModules."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from spacewalk.grid import cell_of, cell_span, num_cells
-from spacewalk.video import segment_timestamps
+from spacewalk.media.grid import cell_of, cell_span, num_cells
+from spacewalk.media.video import segment_timestamps
 
 
 def test_float_noise_neither_adds_nor_drops_a_cell():

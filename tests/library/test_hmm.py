@@ -1,4 +1,4 @@
-"""spacewalk/hmm.py against enumerating every state path of small models."""
+"""spacewalk/algorithms/hmm.py against enumerating every state path of small models."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from spacewalk.hmm import forward_backward, viterbi
+from spacewalk.algorithms.hmm import forward_backward, viterbi
 
 
 def random_model(rng, s: int, t: int, m: int = 2):

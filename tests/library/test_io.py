@@ -1,10 +1,10 @@
-"""spacewalk.io.atomic_dir: a folder appears whole under its final name or not at all; ensure_generated: a
+"""spacewalk.core.io.atomic_dir: a folder appears whole under its final name or not at all; ensure_generated: a
 generated dataset written on first use, reused, rewritten when its options changed, a foreign folder untouched."""
 
 import pytest
 
-from spacewalk.errors import DataError
-from spacewalk.io import atomic_dir, ensure_generated, load_json, write_json
+from spacewalk.core.errors import DataError
+from spacewalk.core.io import atomic_dir, ensure_generated, load_json, write_json
 
 
 def test_atomic_dir_installs_replaces_and_cleans_up(tmp_path):

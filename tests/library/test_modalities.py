@@ -1,4 +1,4 @@
-"""The parsed `modalities` value (spacewalk/modalities.py)."""
+"""The parsed `modalities` value (spacewalk/core/modalities.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from spacewalk.modalities import Modalities
+from spacewalk.core.modalities import Modalities
 
 
 def test_each_spelling_parses_to_its_blocks_and_back():

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.report import TableSpec, build_report, load_specs, main
 
 from run_dir_fakes import step_metrics, write_run

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from spacewalk.bootstrap import BootstrapOptions
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.report import build_report, load_specs, main
 from spacewalk.run_dirs import find_runs
 
@@ -33,13 +33,14 @@ def qa_runs(synthetic_spacewalk18, tmp_path_factory):
     """Spacewalk-18 QA runs as evaluate.py leaves them (<data>/<model>/<hash>/): `random`, `mc_plan` with
     model.steps options and recording (random backends of other seeds: the table reads only config keys and
     metrics.json), and one on generated questions (data.questions set)."""
+    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
     from spacewalk.multiple_choice import runner
     from spacewalk.multiple_choice.backends.baselines import RandomBackend
-    from spacewalk.spacewalk18.question_answering import question_answering_task
 
     root = synthetic_spacewalk18()
     task = question_answering_task(root)
-    data = {"_target_": "spacewalk.spacewalk18.question_answering.question_answering_task", "root": str(root)}
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.question_answering.question_answering_task",
+            "root": str(root)}
     base = tmp_path_factory.mktemp("qa") / "multiple_choice" / "spacewalk18_qa"
     runs = {}
     for name, model, steps, questions, seed in (
@@ -173,12 +174,12 @@ def test_a_bad_layout_is_refused_naming_the_key(values, message):
 def step_sweep(synthetic_spacewalk18, tmp_path_factory):
     """A sweep of step-recognition runs on the synthetic test split: lfb_avg (weak) and lfb_cat (strong) at 5 min
     with seeds 0, 1, 2; lfb_avg at 1 min seed 0; lfb_cat at 1 min failed (no metrics.json)."""
-    from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
-    from spacewalk.spacewalk18.open import open_spacewalk18
+    from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
 
     root = synthetic_spacewalk18()
-    data = {"_target_": "spacewalk.spacewalk18.open.open_spacewalk18", "root": str(root), "synthetic_root": None,
-            "seed": 0, "synthetic": {}}
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root),
+            "synthetic_root": None, "seed": 0, "synthetic": {}}
     dataset = open_spacewalk18(root)
     sweep = tmp_path_factory.mktemp("steps") / "sweep"
     jobs = [("lfb_avg", "5min", s, 0.5) for s in range(3)] + [("lfb_cat", "5min", s, 1.5) for s in range(3)] + \
@@ -281,13 +282,13 @@ def test_a_comparison_side_of_decoded_predictions(synthetic_spacewalk18, tmp_pat
     """`predictions: decoded`: what the plan decoding adds to the same run (its raw predictions against those it
     decoded, <run>/decoded/<name>/), the decoded side held against metrics.json's decoded numbers under --check."""
     from spacewalk import compare
+    from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
     from spacewalk.rescore import scored_run
-    from spacewalk.spacewalk18.evaluation import evaluate_step_recognition
-    from spacewalk.spacewalk18.open import open_spacewalk18
 
     root = synthetic_spacewalk18()
-    data = {"_target_": "spacewalk.spacewalk18.open.open_spacewalk18", "root": str(root), "synthetic_root": None,
-            "seed": 0, "synthetic": {}}
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root),
+            "synthetic_root": None, "seed": 0, "synthetic": {}}
     dataset = open_spacewalk18(root)
     run = write_run(tmp_path / "runs" / "0", ["model=lfb_cat", "context=5min", "decoding=within_window"], None)
     resolved(run, "step_recognition", data, split="test", seed=0)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spacewalk.errors import DataError
+from spacewalk.core.errors import DataError
 from spacewalk.provenance import PROVENANCE, read_provenance, write_provenance
 from spacewalk.run_dirs import Metric, find_runs, headline_metrics, read_run
 

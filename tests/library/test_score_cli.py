@@ -7,10 +7,14 @@ import json
 import numpy as np
 import pytest
 
+from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.predictions import (
+    write_qa_predictions,
+    write_retrieval_predictions,
+    write_step_predictions,
+)
+from spacewalk.benchmarks.spacewalk18.scoring import qa_accuracy, retrieval_accuracy, step_recognition_metrics
 from spacewalk.score import main
-from spacewalk.spacewalk18.dataset import Spacewalk18
-from spacewalk.spacewalk18.predictions import write_qa_predictions, write_retrieval_predictions, write_step_predictions
-from spacewalk.spacewalk18.scoring import qa_accuracy, retrieval_accuracy, step_recognition_metrics
 
 from conftest import run_command
 
@@ -123,7 +127,7 @@ def write_tiny_hirest(tmp_path):
 
 
 def test_hirest_end_to_end(tmp_path):
-    from spacewalk.hirest.scoring import score_moment_segmentation
+    from spacewalk.benchmarks.hirest.scoring import score_moment_segmentation
 
     paths = write_tiny_hirest(tmp_path)
     pred = tmp_path / "pred.json"
@@ -219,8 +223,8 @@ def test_hirest_real_root(real_hirest_root, tmp_path, capsys):
 
 def test_hirest_missing_scorer_exits_1(tmp_path, capsys, monkeypatch):
     # a scorer the captioning metrics need (Java, pycocoevalcap) is not the user's files: exit 1, its message
-    from spacewalk.hirest import scoring
-    from spacewalk.hirest.captioning_scores import ScorerUnavailable
+    from spacewalk.benchmarks.hirest import scoring
+    from spacewalk.benchmarks.hirest.captioning_scores import ScorerUnavailable
 
     def unavailable(*args, **kwargs):
         raise ScorerUnavailable("java is not on PATH")

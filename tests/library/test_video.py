@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk import video
-from spacewalk.errors import ConfigError, DataError
-from spacewalk.video import (
+from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.media import video
+from spacewalk.media.video import (
     GridSegment,
     VideoReader,
     dense_timestamps,

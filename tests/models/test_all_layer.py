@@ -12,9 +12,9 @@ from datamodules.all_layer import AllLayerDataModule
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.all_layer import AllLayerModule, TrainableTowers, freeze_first_blocks
 from spacewalk import encoders
-from spacewalk.errors import DataError
-from spacewalk.spacewalk18.dataset import Spacewalk18
-from spacewalk.video import open_video, sparse_timestamps
+from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+from spacewalk.core.errors import DataError
+from spacewalk.media.video import open_video, sparse_timestamps
 
 from conftest import tiny_clip, tiny_videomae, tiny_xclip
 

@@ -12,7 +12,7 @@ from models.hirest_baselines import (
     grow_moment,
     video_embedding,
 )
-from spacewalk.errors import DataError
+from spacewalk.core.errors import DataError
 
 from lossless_videos import write_video
 

@@ -19,8 +19,14 @@ from models.beam_search import beam_search
 from models.hirest_joint import HiRESTJointModule
 from models.hirest_joint_network import CaptionDecoder, JointEncoder
 from models.hirest_segmentation import boundaries_to_steps, peak_span
-from spacewalk.hirest.dataset import HiREST
-from spacewalk.hirest.joint_model_io import PREDICTION_FILES, TASKS, caption_tokenizer, decode_caption, time_to_frame
+from spacewalk.benchmarks.hirest.dataset import HiREST
+from spacewalk.benchmarks.hirest.joint_model_io import (
+    PREDICTION_FILES,
+    TASKS,
+    caption_tokenizer,
+    decode_caption,
+    time_to_frame,
+)
 
 from hirest_fakes import FakeFeatures, write_hirest_root
 

@@ -16,10 +16,10 @@ from models.all_layer import TrainableTowers
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead
 from models.intra_video_retrieval_all_layer import AllLayerRetrievalModule
 from spacewalk import encoders
-from spacewalk.io import load_json
-from spacewalk.spacewalk18.dataset import Spacewalk18
-from spacewalk.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
-from spacewalk.video import open_video, sparse_timestamps
+from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
+from spacewalk.core.io import load_json
+from spacewalk.media.video import open_video, sparse_timestamps
 
 from conftest import run_command, tiny_clip
 
@@ -120,8 +120,11 @@ def train(tmp, run_dir, *overrides):
 
 def scorer(tmp, run_dir, samples_per_video):
     """`python -m spacewalk.score` on the run's predictions, with the generated test samples as the test file."""
-    from spacewalk.io import write_json
-    from spacewalk.spacewalk18.retrieval_sampler import recording_retrieval_samples, retrieval_samples_to_json
+    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import (
+        recording_retrieval_samples,
+        retrieval_samples_to_json,
+    )
+    from spacewalk.core.io import write_json
 
     root = tmp / "synthetic"
     config = RetrievalSamplerConfig(samples_per_video=samples_per_video)

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.videomae_mlp import CaptionRegressionModule, VideoToCaptionMLP
-from spacewalk.spacewalk18.dataset import Spacewalk18
-from spacewalk.spacewalk18.synthetic import ensure_dataset
+from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
 
 from conftest import tiny_videomae
 from fakes import FakeText

@@ -13,10 +13,10 @@ import pytest
 from omegaconf import OmegaConf
 from PIL import Image
 
-from spacewalk.egocross.synthetic import Options as EgoCrossOptions
-from spacewalk.egocross.synthetic import generate_egocross
-from spacewalk.egocross.task import PREDICTIONS_FILE, open_egocross
-from spacewalk.egoschema.dataset import read_questions
+from spacewalk.benchmarks.egocross.synthetic import Options as EgoCrossOptions
+from spacewalk.benchmarks.egocross.synthetic import generate_egocross
+from spacewalk.benchmarks.egocross.task import PREDICTIONS_FILE, open_egocross
+from spacewalk.benchmarks.egoschema.dataset import read_questions
 from spacewalk.multiple_choice import runner, tiny_models
 from spacewalk.multiple_choice.backends import transformers_vlm
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend

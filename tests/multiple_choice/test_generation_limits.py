@@ -11,10 +11,13 @@ import hydra
 import pytest
 from hydra.errors import InstantiationException
 
-from spacewalk.egocross import openqa
-from spacewalk.egocross.task import ANSWER_LIMITS as EGOCROSS_LIMITS
-from spacewalk.egocross.task import EgoCrossCloseQATask, EgoCrossOpenQATask, open_egocross
-from spacewalk.egoschema.task import EgoSchemaTask
+from spacewalk.benchmarks.egocross import openqa
+from spacewalk.benchmarks.egocross.task import ANSWER_LIMITS as EGOCROSS_LIMITS
+from spacewalk.benchmarks.egocross.task import EgoCrossCloseQATask, EgoCrossOpenQATask, open_egocross
+from spacewalk.benchmarks.egoschema.task import EgoSchemaTask
+from spacewalk.benchmarks.spacewalk18.question_answering import ANSWER_LIMITS as SPACEWALK18_LIMITS
+from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRatingQuestions, StepRecognitionQuestions
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTION_LIMITS, CaptionEnhancedBackend
@@ -23,9 +26,6 @@ from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMB
 from spacewalk.multiple_choice.generation import FROM_CONFIG, AnswerLimits, generation_record
 from spacewalk.multiple_choice.task import Prompt
 from spacewalk.multiple_choice.tiny_models import tiny_qwen2_5_vl
-from spacewalk.spacewalk18.question_answering import ANSWER_LIMITS as SPACEWALK18_LIMITS
-from spacewalk.spacewalk18.question_answering import QuestionAnswering
-from spacewalk.spacewalk18.step_recognition_questions import StepRatingQuestions, StepRecognitionQuestions
 
 from conftest import compose_evaluate
 from openai_stub import stub_fixture

@@ -1,5 +1,5 @@
-"""benchmarks/multiple_choice_speed.py's count of what a clip costs Qwen2.5-VL (the figures behind
-docs/benchmarks.md's one-hour item): its visual tokens against transformers' own count, and the one-hour clip's
+"""measurements/multiple_choice_speed.py's count of what a clip costs Qwen2.5-VL (the figures behind
+docs/speed.md's one-hour item): its visual tokens against transformers' own count, and the one-hour clip's
 figures at the settings compared there."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from conftest import REPO
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("multiple_choice_speed", REPO / "benchmarks/multiple_choice_speed.py")
+    spec = importlib.util.spec_from_file_location("multiple_choice_speed",
+                                                  REPO / "measurements/multiple_choice_speed.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

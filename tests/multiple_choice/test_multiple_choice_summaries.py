@@ -8,16 +8,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from spacewalk.benchmarks.spacewalk18 import summaries
+from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
+from spacewalk.benchmarks.spacewalk18.question_answering import QA_INSTRUCTION, QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.step_recognition_questions import INSTRUCTION, MISSION, StepRecognitionQuestions
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, IMAGE_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBackend
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
-from spacewalk.spacewalk18 import summaries
-from spacewalk.spacewalk18.open import open_spacewalk18
-from spacewalk.spacewalk18.question_answering import QA_INSTRUCTION, QuestionAnswering
-from spacewalk.spacewalk18.step_recognition_questions import INSTRUCTION, MISSION, StepRecognitionQuestions
 
 from fakes import FakeText, RecordingLLM
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
+from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend, conversation
@@ -14,8 +16,6 @@ from spacewalk.multiple_choice.frames import sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
-from spacewalk.spacewalk18.open import open_spacewalk18
-from spacewalk.spacewalk18.question_answering import QuestionAnswering
 
 from fakes import RecordingLLM
 

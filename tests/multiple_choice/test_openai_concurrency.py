@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual

@@ -16,7 +16,7 @@ import pytest
 import torch
 from PIL import Image
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice import tiny_models
 from spacewalk.multiple_choice.backends.transformers_vlm import FAMILIES, TransformersVLMBackend, video_metadata
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames

@@ -15,8 +15,10 @@ from omegaconf import OmegaConf
 from PIL import Image
 from test_multiple_choice_openai import Task
 
-from spacewalk.errors import ConfigError
-from spacewalk.io import load_json
+from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
+from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+from spacewalk.core.errors import ConfigError
+from spacewalk.core.io import load_json
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend, conversation
@@ -25,8 +27,6 @@ from spacewalk.multiple_choice.frames import sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.records import frames_seen
 from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
-from spacewalk.spacewalk18.open import open_spacewalk18
-from spacewalk.spacewalk18.question_answering import QuestionAnswering
 
 from conftest import REPO
 from openai_stub import stub_fixture

@@ -1,15 +1,15 @@
-"""The bootstrap intervals of step recognition (spacewalk/spacewalk18/intervals.py) and the resampled official
-metrics they use (spacewalk/spacewalk18/scoring.py)."""
+"""The bootstrap intervals of step recognition (spacewalk/benchmarks/spacewalk18/intervals.py) and the resampled
+official
+metrics they use (spacewalk/benchmarks/spacewalk18/scoring.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from spacewalk.bootstrap import BootstrapOptions
-from spacewalk.spacewalk18.dataset import RetrievalSample, Spacewalk18
-from spacewalk.spacewalk18.intervals import retrieval_intervals, step_recognition_intervals
-from spacewalk.spacewalk18.scoring import (
+from spacewalk.benchmarks.spacewalk18.dataset import RetrievalSample, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.intervals import retrieval_intervals, step_recognition_intervals
+from spacewalk.benchmarks.spacewalk18.scoring import (
     accuracy,
     class_average_precisions,
     resampled_accuracies,
@@ -17,6 +17,7 @@ from spacewalk.spacewalk18.scoring import (
     retrieval_accuracy,
     step_recognition_metrics,
 )
+from spacewalk.bootstrap import BootstrapOptions
 
 
 @pytest.mark.parametrize("ties", [False, True])

@@ -1,4 +1,4 @@
-"""The plan decoder (spacewalk/spacewalk18/plan_decoding.py): the chain estimated from annotations, its
+"""The plan decoder (spacewalk/benchmarks/spacewalk18/plan_decoding.py): the chain estimated from annotations, its
 transitions, the calibration, and both decoders on recordings whose truth is known."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from spacewalk.spacewalk18.dataset import FPS, Recording, Segment, Step, StepSample
-from spacewalk.spacewalk18.plan_decoding import (
+from spacewalk.benchmarks.spacewalk18.dataset import FPS, Recording, Segment, Step, StepSample
+from spacewalk.benchmarks.spacewalk18.plan_decoding import (
     Calibration,
     DecodeSettings,
     PlanModel,

@@ -7,9 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from spacewalk.errors import DataError
-from spacewalk.spacewalk18.dataset import Question, RetrievalSample, Spacewalk18
-from spacewalk.spacewalk18.predictions import (
+from spacewalk.benchmarks.spacewalk18.dataset import Question, RetrievalSample, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.predictions import (
     read_qa_predictions,
     read_retrieval_predictions,
     read_step_predictions,
@@ -17,6 +16,7 @@ from spacewalk.spacewalk18.predictions import (
     write_retrieval_predictions,
     write_step_predictions,
 )
+from spacewalk.core.errors import DataError
 
 VIDEO = "03032020"  # the test video of conftest's tiny root: K + 1 = 3, 30 samples
 

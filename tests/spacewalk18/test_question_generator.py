@@ -1,4 +1,5 @@
-"""The QA question generator (spacewalk/spacewalk18/question_generator.py): every question checked against the
+"""The QA question generator (spacewalk/benchmarks/spacewalk18/question_generator.py): every question checked against
+the
 annotations by rules written here again, determinism, the official format (the real test file's keys, wording
 and options), and the command with the scorer reading its file."""
 
@@ -11,11 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk.errors import ConfigError
-from spacewalk.score import main as score_main
-from spacewalk.spacewalk18.dataset import Recording, Segment, Spacewalk18, Step, frame_of
-from spacewalk.spacewalk18.predictions import write_qa_predictions
-from spacewalk.spacewalk18.question_generator import (
+from spacewalk.benchmarks.spacewalk18.dataset import Recording, Segment, Spacewalk18, Step, frame_of
+from spacewalk.benchmarks.spacewalk18.predictions import write_qa_predictions
+from spacewalk.benchmarks.spacewalk18.question_generator import (
     ABSENT,
     BEFORE_AFTER,
     ORDER,
@@ -24,7 +23,9 @@ from spacewalk.spacewalk18.question_generator import (
     generate,
     main,
 )
-from spacewalk.spacewalk18.scoring import qa_accuracy
+from spacewalk.benchmarks.spacewalk18.scoring import qa_accuracy
+from spacewalk.core.errors import ConfigError
+from spacewalk.score import main as score_main
 
 WHEN_RE = re.compile(r"In which part of the video does the task that (.*) happen\?$", re.S)
 BEFORE_AFTER_RE = re.compile(r"Which of the following tasks happens (before|after) (.*)\?$", re.S)
@@ -202,8 +203,8 @@ def test_command_refuses_a_missing_root(tmp_path, capsys):
 
 def test_the_qa_task_asks_a_generated_file(real_spacewalk18_root, tmp_path):
     """data.questions: the task's items, official answers file and metrics follow the generated file."""
+    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
     from spacewalk.multiple_choice.task import Record
-    from spacewalk.spacewalk18.question_answering import question_answering_task
 
     out = tmp_path / "val.json"
     assert main(["--root", str(real_spacewalk18_root), "--split", "val", "--out", str(out)]) == 0

@@ -8,15 +8,15 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from spacewalk.io import load_json
-from spacewalk.spacewalk18.dataset import FPS, NOT_ANNOTATED, RETRIEVAL_DIR, Segment, Spacewalk18
-from spacewalk.spacewalk18.retrieval_sampler import (
+from spacewalk.benchmarks.spacewalk18.dataset import FPS, NOT_ANNOTATED, RETRIEVAL_DIR, Segment, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.retrieval_sampler import (
     RetrievalSamplerConfig,
     recording_retrieval_samples,
     retrieval_samples,
     video_rng,
 )
-from spacewalk.spacewalk18.samples import main
+from spacewalk.benchmarks.spacewalk18.samples import main
+from spacewalk.core.io import load_json
 
 MARGIN = 15 * FPS  # frames, written out here rather than taken from the sampler
 DISTANCE = 30 * FPS

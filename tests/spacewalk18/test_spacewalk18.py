@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from spacewalk.errors import DataError
-from spacewalk.spacewalk18.dataset import FPS, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.dataset import FPS, Spacewalk18
+from spacewalk.core.errors import DataError
 
 
 def test_real_release_loads(real_spacewalk18_root):

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-import spacewalk.spacewalk18.synthetic as synthetic
-from spacewalk.spacewalk18.dataset import (
+import spacewalk.benchmarks.spacewalk18.synthetic as synthetic
+from spacewalk.benchmarks.spacewalk18.dataset import (
     FPS,
     IRRELEVANT_DESCRIPTION,
     NOT_ANNOTATED,
@@ -23,8 +23,16 @@ from spacewalk.spacewalk18.dataset import (
     frame_of,
     samples_to_json,
 )
-from spacewalk.spacewalk18.sampler import step_samples
-from spacewalk.spacewalk18.synthetic import LOCATIONS, OBJECTS, PALETTE, VERB_ING, VOCABULARY, ensure_dataset, generate
+from spacewalk.benchmarks.spacewalk18.sampler import step_samples
+from spacewalk.benchmarks.spacewalk18.synthetic import (
+    LOCATIONS,
+    OBJECTS,
+    PALETTE,
+    VERB_ING,
+    VOCABULARY,
+    ensure_dataset,
+    generate,
+)
 
 # small enough to generate in well under a second, big enough for every task file to have content
 TINY = dict(n_train=2, n_val=1, n_test=1, steps_per_video=(5, 6), minutes=(6.0, 8.0), video_fps=1.0,
@@ -277,8 +285,10 @@ def test_every_data_config_says_release_or_synthetic_with_the_same_keys(name):
         hydra.utils.instantiate(data, _convert_="all")
 
 
-@pytest.mark.parametrize("opener", ["spacewalk.spacewalk18.open.open_spacewalk18", "spacewalk.hirest.open.open_hirest",
-                                    "spacewalk.egoschema.task.open_egoschema", "spacewalk.egocross.task.open_egocross"])
+@pytest.mark.parametrize("opener", ["spacewalk.benchmarks.spacewalk18.open.open_spacewalk18",
+                                    "spacewalk.benchmarks.hirest.open.open_hirest",
+                                    "spacewalk.benchmarks.egoschema.task.open_egoschema",
+                                    "spacewalk.benchmarks.egocross.task.open_egocross"])
 def test_the_seed_is_said_once(opener, tmp_path):
     module, _, name = opener.rpartition(".")
     open_ = getattr(importlib.import_module(module), name)
@@ -288,7 +298,7 @@ def test_the_seed_is_said_once(opener, tmp_path):
 
 
 def test_a_release_root_is_opened_as_it_is(root, tmp_path):
-    from spacewalk.spacewalk18.open import open_spacewalk18
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
 
     # the generator's options say nothing about a release, and no synthetic set is written for it
     data = open_spacewalk18(root, synthetic_root=tmp_path / "unused", synthetic={"n_train": 1})

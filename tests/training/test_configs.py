@@ -8,7 +8,7 @@ import torch
 from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 
 from conftest import REPO, compose_evaluate, compose_train
 
@@ -86,7 +86,7 @@ def test_the_paper_lfb_nl_experiment_changes_only_lr_and_temperature():
 
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_contexts(context):
-    from spacewalk.durations import parse_duration
+    from spacewalk.core.durations import parse_duration
 
     cfg = compose_train(f"context={context}")
     assert cfg.datamodule.context_seconds == parse_duration(context)
@@ -237,7 +237,7 @@ def test_evaluate_refuses_an_empty_or_truncated_checkpoint_before_loading_it(whi
 
 @pytest.mark.parametrize("units, warned", [(False, True), (True, False)])
 def test_bf16_on_a_cpu_without_bf16_units_is_said_to_be_slow(monkeypatch, caplog, units, warned):
-    # emulated bfloat16 trained MiniLM more than 10x slower than float32 on an AVX2-only CPU (docs/benchmarks.md)
+    # emulated bfloat16 trained MiniLM more than 10x slower than float32 on an AVX2-only CPU (docs/speed.md)
     import logging
 
     import pytorch_lightning as pl
@@ -255,7 +255,7 @@ def test_bf16_on_a_cpu_without_bf16_units_is_said_to_be_slow(monkeypatch, caplog
 
 
 def test_all_layer_decodes_with_pyav_in_two_workers():
-    # sparse frames are seeks, which PyAV does faster than decord (docs/benchmarks.md); workers decode beside training
+    # sparse frames are seeks, which PyAV does faster than decord (docs/speed.md); workers decode beside training
     for model in ("all_layer", "ivr_all_layer"):
         cfg = compose_train(f"model={model}")
         assert (cfg.datamodule.video_backend, cfg.datamodule.num_workers) == ("pyav", 2), model

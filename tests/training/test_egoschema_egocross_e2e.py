@@ -9,14 +9,14 @@ import subprocess
 
 import pytest
 
+from spacewalk.benchmarks.egocross.closeqa import scripted_reply
+from spacewalk.benchmarks.egocross.synthetic import Options as EgoCrossOptions
+from spacewalk.benchmarks.egocross.synthetic import generate_egocross
+from spacewalk.benchmarks.egocross.task import open_egocross
+from spacewalk.benchmarks.egoschema.synthetic import Options as EgoSchemaOptions
+from spacewalk.benchmarks.egoschema.synthetic import generate_egoschema
+from spacewalk.benchmarks.egoschema.task import open_egoschema
 from spacewalk.bootstrap import BootstrapOptions
-from spacewalk.egocross.closeqa import scripted_reply
-from spacewalk.egocross.synthetic import Options as EgoCrossOptions
-from spacewalk.egocross.synthetic import generate_egocross
-from spacewalk.egocross.task import open_egocross
-from spacewalk.egoschema.synthetic import Options as EgoSchemaOptions
-from spacewalk.egoschema.synthetic import generate_egoschema
-from spacewalk.egoschema.task import open_egoschema
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import RandomBackend, ScriptedBackend
 from spacewalk.score import main as score_main

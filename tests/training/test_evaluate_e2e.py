@@ -8,9 +8,9 @@ import subprocess
 import pytest
 
 from spacewalk import score
+from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
 from spacewalk.rescore import recorded_metrics, rescore_run
-from spacewalk.spacewalk18.dataset import Spacewalk18
-from spacewalk.spacewalk18.predictions import read_step_predictions
 
 from conftest import run_command
 

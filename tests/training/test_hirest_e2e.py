@@ -108,9 +108,9 @@ def test_joint_model_trains_predicts_scores_and_evaluate_reproduces(tmp_path):
 
 def test_joint_model_trains_on_released_features_without_video(tmp_path):
     """Files in the authors' released layout (fabricated here) are all a run needs: the videos are gone."""
-    from spacewalk.hirest.features import ASR_FEATURES_DIR
-    from spacewalk.hirest.open import open_hirest
-    from spacewalk.hirest.subtitles import read_srt
+    from spacewalk.benchmarks.hirest.features import ASR_FEATURES_DIR
+    from spacewalk.benchmarks.hirest.open import open_hirest
+    from spacewalk.benchmarks.hirest.subtitles import read_srt
 
     root = tmp_path / "synthetic_hirest"
     # the options train.py will ask for (the config's with the test's overrides), or it would regenerate the root

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.task import Prompt, Reply
 

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import AnswerLimits, limited, settings
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.errors import ConfigError
+from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice.budget import VisualBudget, area_within, fit, kept, shown
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import TokenLimited

@@ -43,8 +43,8 @@ from typing import Any
 
 import torch
 
+from spacewalk.core.errors import ConfigError
 from spacewalk.encoders import resolve_device
-from spacewalk.errors import ConfigError
 from spacewalk.multiple_choice.budget import Planned, VisualBudget, fit, kept, shown
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import TokenLimited

@@ -1,0 +1,160 @@
+"""The benchmark registry: each benchmark package declares itself, and the tools find it (docs/adding_a_benchmark.md).
+
+A benchmark is the subpackage `spacewalk/benchmarks/<name>/` plus its configs. Its registration module
+`spacewalk/benchmarks/<name>/benchmark.py` defines `BENCHMARK = Benchmark(...)`: its name (the package's), the release
+that `python -m spacewalk.download <name>` fetches (every file pinned to a commit, with its sha256 where
+known), how a fetched release is validated, the `python -m spacewalk.score` subcommand(s) that score a
+prediction file, and how a finished run is re-scored from its recorded predictions (spacewalk/rescore.py).
+`discover()` scans the `spacewalk.benchmarks` package's subpackages for that module (pkgutil, reading
+folders, importing only the registration modules), so no central list names the benchmarks: the score and
+download commands and the architecture test all read the registry.
+
+Registration modules stay light (argparse, pathlib, this module): each tool imports all of them on every
+call, so `--help` and argument errors must answer at once; the dataset and scoring code is imported inside
+the functions they name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from spacewalk.core.errors import DataError
+
+REGISTRATION_MODULE = "benchmark"  # spacewalk/benchmarks/<name>/benchmark.py
+
+
+class UsageError(Exception):
+    """A combination of arguments that argparse cannot check by itself: the command's usage and exit code 2."""
+
+
+class ScoringFailed(Exception):
+    """A tool the scoring needs is missing or failed (Java for captioning, an LLM judge): exit code 1."""
+
+
+@dataclass(frozen=True)
+class ReleaseFile:
+    path: str  # where it goes under the dataset root, and where it is under a --source copy
+    url: str  # the official URL, pinned to a commit so the bytes cannot change under us
+    sha256: str | None = None  # None where no copy was at hand to hash (the registration says which and why)
+
+
+def pinned(base: str, sha256_by_path: Mapping[str, str | None]) -> tuple[ReleaseFile, ...]:
+    """Release files under one base URL (a repository's raw files at one commit)."""
+    return tuple(ReleaseFile(path, f"{base}/{path}", sha) for path, sha in sha256_by_path.items())
+
+
+@dataclass(frozen=True)
+class Release:
+    """What `python -m spacewalk.download <name>` fetches, and how it checks the result."""
+
+    files: tuple[ReleaseFile, ...]
+    # root -> the release read with the project's reader: a bad or partial download fails here, not in training
+    validate: Callable[[Path], Any]
+    # root -> {video id: URL} for `--videos` (yt-dlp); called after the annotations are in place, which may
+    # name the videos (HiREST). None: no command here can fetch them, and `no_videos` says why and where to look.
+    videos: Callable[[Path], dict[str, str]] | None = None
+    no_videos: str = ""
+    # zip archives for `--features`, unpacked into <root>/data/ (each holds one top-level folder of its name)
+    features: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScoreCommand:
+    """One `python -m spacewalk.score <name>` subcommand. The command adds `--predictions` (required) and
+    `--output` itself; `arguments` adds the rest, and `score` turns the parsed arguments into the metrics
+    (raising UsageError, DataError or ValueError for bad input, ScoringFailed for a missing tool)."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    score: Callable[[argparse.Namespace], dict[str, Any]]
+    # the subcommand `python -m spacewalk.score --root ...` runs when no benchmark is named (one at most)
+    default: bool = False
+    description: str = ""  # the longer text of `python -m spacewalk.score <name> --help`
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str  # the package's name: spacewalk/benchmarks/<name>/
+    release: Release
+    scores: tuple[ScoreCommand, ...]
+    # (run directory, its resolved config as a dict) -> spacewalk.rescore.ScoredRun: a finished run of this
+    # benchmark re-scored from its recorded predictions (spacewalk/rescore.py, python -m spacewalk.compare);
+    # the runs whose data config's _target_ lies in this package are this benchmark's
+    rescore: Callable[[Path, dict[str, Any]], Any] | None = None
+
+    @property
+    def package(self) -> str:
+        return f"{__package__}.{self.name}"
+
+
+def registration_modules() -> list[str]:
+    """The registration modules of the `spacewalk.benchmarks` package's subpackages, found on disk without
+    importing any of them."""
+    import spacewalk.benchmarks as package
+
+    found = []
+    for info in pkgutil.iter_modules(package.__path__):
+        spec = info.module_finder.find_spec(info.name) if info.ispkg else None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        if any(sub.name == REGISTRATION_MODULE for sub in pkgutil.iter_modules(spec.submodule_search_locations)):
+            found.append(f"{package.__name__}.{info.name}.{REGISTRATION_MODULE}")
+    return sorted(found)
+
+
+@cache
+def discover() -> dict[str, Benchmark]:
+    """Every registered benchmark by name, each registration checked (a bad one names its module)."""
+    benchmarks: dict[str, Benchmark] = {}
+    for module_name in registration_modules():
+        module = importlib.import_module(module_name)
+        benchmark = getattr(module, "BENCHMARK", None)
+        package = module_name.rsplit(".", 2)[1]
+        if not isinstance(benchmark, Benchmark):
+            raise TypeError(f"{module.__file__}: a registration module defines BENCHMARK = Benchmark(...)")
+        if benchmark.name != package:
+            raise ValueError(f"{module.__file__}: BENCHMARK.name is {benchmark.name!r}, not its package's "
+                             f"name {package!r}")
+        benchmarks[benchmark.name] = benchmark
+    commands = [c for b in benchmarks.values() for c in b.scores]
+    names = [c.name for c in commands]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two benchmarks register the same score subcommand: {sorted(names)}")
+    defaults = [c.name for c in commands if c.default]
+    if len(defaults) > 1:
+        raise ValueError(f"more than one default score subcommand: {defaults}")
+    return dict(sorted(benchmarks.items()))
+
+
+def find(name: str) -> Benchmark:
+    try:
+        return discover()[name]
+    except KeyError:
+        raise KeyError(f"no benchmark {name!r}; registered: {', '.join(discover())}") from None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_sha256(path: Path, expected: str | None, name: str | Path) -> None:
+    """Raise a DataError naming `name` (the release file) when `path`'s bytes are not the pinned ones."""
+    if expected is None:
+        return
+    actual = sha256_of(path)
+    if actual != expected:
+        raise DataError(f"sha256 {actual} differs from the release's {expected} (a changed or corrupted "
+                        "copy)", file=name)
