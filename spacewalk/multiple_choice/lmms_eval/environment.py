@@ -44,7 +44,8 @@ RESOLVED = (
     "datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19", "pandas==3.1.1", "pyarrow==26.0.1", "pytz==2026.6",
     "evaluate==0.4.6", "sacrebleu==2.6.0", "portalocker==4.4.2", "colorama==0.4.6", "loguru==0.7.3",
     "python-dotenv==1.2.4", "pytablewriter==0.38.0", "DataProperty==0.37.0", "mbstrdecoder==1.1.5",
-    "pathvalidate==3.3.1", "tabledata==0.0.26", "typepy==0.3.1", "chardet==6.0.0.post1",
+    "pathvalidate==3.3.1", "tabledata==0.0.26", "typepy==0.3.1", "chardet==6.0.0.post1", "dominate==2.9.1",
+    "Logbook==1.10.1", "msgfy==0.2.1", "six==1.17.0",
 )
 COMPLETE = ".complete"
 BASE_PTH = "_spacewalk_base_environment.pth"
