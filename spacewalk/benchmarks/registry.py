@@ -88,7 +88,8 @@ class LmmsEvalTask:
     `name` (lmms-eval's task name, unique over the benchmarks), `factory` (the dotted path of the function that
     builds the task, the `_target_` of its data config) with `settings` (its keyword arguments beyond the data
     keys every data config shares), `limit` (the factory's "first N items" argument, what lmms-eval's --limit N
-    becomes), `metrics` (metrics.json's numbers lmms-eval reports: name -> higher is better), `cluster` (the item
+    becomes), `metrics` (metrics.json's numbers lmms-eval reports: name -> higher is better), `data_config` (the
+    conf/data config that runs the same task with evaluate.py), `cluster` (the item
     meta key lmms-eval's clustered standard error groups by, e.g. the recording), `group` (an lmms-eval group that
     runs it with its siblings by one name) and `notes` (the task README's account of where lmms-eval's own habits
     and this task's official rules differ)."""
@@ -98,6 +99,7 @@ class LmmsEvalTask:
     settings: Mapping[str, Any]
     limit: str | None
     metrics: Mapping[str, bool]
+    data_config: str  # the conf/data config of the same task under evaluate.py (a report's `data` key)
     cluster: str | None = None
     group: str | None = None
     notes: str = ""

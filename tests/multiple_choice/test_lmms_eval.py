@@ -44,9 +44,10 @@ SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[
                  retrieval_samples_per_video=4, questions_per_video=8)
 QA, STEP, EGOCROSS = "spacewalk18_qa", "spacewalk18_step_questions_1min", "egocross_closeqa"
 STEPS = ("spacewalk18_step_questions_1min", "spacewalk18_step_questions_3min", "spacewalk18_step_questions_5min")
-# a few items of each task, what both harnesses ask: 6 questions, 3 samples of each of the 2 test recordings per
-# window, 6 EgoCross questions
-SMALL = [f"{QA}.max_items=6", "spacewalk18.samples_per_video=3", "egocross.limit=6"]
+# a few items of each task, what both harnesses ask: 7 questions; per window 7 samples, 4 of the first test recording
+# and 3 of the second (unequal, so the mean over recordings and the mean over documents differ); 7 EgoCross questions
+SMALL = ["spacewalk18.max_items=7", "spacewalk18.samples_per_video=4", "egocross.limit=7"]
+N_ITEMS = 7
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +146,7 @@ def test_the_task_folders_ask_parse_and_score_as_the_harness(tmp_path, roots):
         items = task.items()
         assert config["generation_kwargs"]["max_new_tokens"] == task.answer_limits.local
         docs = docs_of(folder)
-        assert [d["item_id"] for d in docs] == [item.id for item in items] and 3 <= len(docs) <= 6
+        assert [d["item_id"] for d in docs] == [item.id for item in items] and len(docs) == N_ITEMS
         utils = utils_of(folder)
         for doc, item in zip(docs, items):
             prompt = task.prompt(item)
@@ -172,6 +173,11 @@ def test_the_task_folders_ask_parse_and_score_as_the_harness(tmp_path, roots):
             assert value == metrics[metric], (name, metric)
         accuracy = metrics.get("Accuracy", metrics.get("accuracy"))
         assert 0 < accuracy < 100 and metrics["unparsable"] > 0  # the designed mix, not a trivial run
+        per_document = 100 * sum(e[next(iter(spec.metrics))]["score"] for e in entries) / len(entries)
+        if name in STEPS:  # the official number is per recording, then the mean: not lmms-eval's mean over documents
+            assert len(metrics["per_video"]) == 2 and not math.isclose(accuracy, per_document)
+        else:
+            assert math.isclose(accuracy, per_document)
 
 
 def test_a_limit_is_the_first_items_and_anything_else_is_not_scored(tmp_path, roots, caplog):
@@ -253,6 +259,14 @@ def test_a_sample_log_imports_into_a_run_that_rescore_and_compare_read(tmp_path,
     # the records read back with their prompts, as evaluate.py's do
     records = runner.read_run(tmp_path / "runs" / QA / "stub" / "20260101_120000")
     assert records[0].prompt.startswith("<visual>\nAnswer with a single letter from A to D")
+    # a report's table picks the runs by their data config and lays them out by model, as evaluate.py's
+    spec = tmp_path / "table.yaml"
+    spec.write_text(yaml.safe_dump([{"title": "QA through lmms-eval", "metrics": ["Accuracy"], "rows": ["model"],
+                                     "columns": ["metric"], "where": {"data": "spacewalk18_qa"}}]))
+    run_command("-m", "spacewalk.report", tmp_path / "runs", "--spec", spec, "--markdown", tmp_path / "table.md")
+    accuracy = imported[tmp_path / "runs" / QA / "stub" / "20260101_120000"]["Accuracy"]
+    row = next(line for line in (tmp_path / "table.md").read_text().splitlines() if "lmms_eval/openai/stub" in line)
+    assert f"{accuracy:.2f} [" in row
 
 
 def test_export_and_import_refuse_bad_input_with_one_line(tmp_path):
@@ -328,12 +342,13 @@ def test_lmms_eval_runs_the_tasks_against_a_local_server_and_scores_as_evaluate_
                               "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
         assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
         # the same items, asked by evaluate.py's OpenAI-compatible backend
-        evaluate("data=spacewalk18_qa", f"data.root={sw18}", "data.max_items=6", f"hydra.run.dir={tmp_path / 'qa'}",
-                 url=stub.url)
-        evaluate("data=spacewalk18_step_questions", f"data.root={sw18}", "data.samples_per_video=3",
-                 "context=1min,3min,5min", f"hydra.sweep.dir={tmp_path / 'steps'}", url=stub.url, multirun=True)
-        evaluate("data=egocross", f"data.root={egocross}", f"data.answers={egocross / 'answers.json'}", "data.limit=6",
-                 f"hydra.run.dir={tmp_path / 'egocross'}", url=stub.url)
+        evaluate("data=spacewalk18_qa", f"data.root={sw18}", f"data.max_items={N_ITEMS}",
+                 f"hydra.run.dir={tmp_path / 'qa'}", url=stub.url)
+        evaluate("data=spacewalk18_step_questions", f"data.root={sw18}", "data.samples_per_video=4",
+                 f"data.max_items={N_ITEMS}", "context=1min,3min,5min", f"hydra.sweep.dir={tmp_path / 'steps'}",
+                 url=stub.url, multirun=True)
+        evaluate("data=egocross", f"data.root={egocross}", f"data.answers={egocross / 'answers.json'}",
+                 f"data.limit={N_ITEMS}", f"hydra.run.dir={tmp_path / 'egocross'}", url=stub.url)
     finally:
         stub.close()
     assert unknown == []
@@ -369,6 +384,7 @@ def test_lmms_eval_runs_the_tasks_against_a_local_server_and_scores_as_evaluate_
         for metric in spec.metrics:
             assert results[name][f"{metric},none"] == harness[metric] == metrics[metric], (name, metric)
         assert harness["unparsable"] > 0
+        print(name, {metric: results[name][f"{metric},none"] for metric in spec.metrics})  # shown with -s
         differences, _ = compare([scored_run(harness_dirs[name])], [scored_run(run_dir)],
                                  BootstrapOptions(n_resamples=100))
         assert differences and all(d.difference == 0 for d in differences)

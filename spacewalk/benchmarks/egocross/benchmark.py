@@ -171,5 +171,6 @@ BENCHMARK = Benchmark(
                          description=__doc__),),
     rescore=rescore,
     lmms_eval=(LmmsEvalTask("egocross_closeqa", "spacewalk.benchmarks.egocross.task.open_egocross", {"qa": "closeqa"},
-                            limit="limit", metrics={"accuracy": True, "unparsable": False}, notes=_CLOSEQA_NOTES),),
+                            limit="limit", metrics={"accuracy": True, "unparsable": False}, data_config="egocross",
+                            notes=_CLOSEQA_NOTES),),
 )

@@ -167,7 +167,8 @@ def _step_task(context: str) -> LmmsEvalTask:
         f"spacewalk18_step_questions_{context}",
         "spacewalk.benchmarks.spacewalk18.step_recognition_questions.step_recognition_questions_task",
         {"split": "test", "context": context}, limit="max_items",
-        metrics={"Accuracy": True, "IoU": True, "unparsable": False}, cluster="video_id",
+        metrics={"Accuracy": True, "IoU": True, "unparsable": False}, data_config="spacewalk18_step_questions",
+        cluster="video_id",
         group="spacewalk18_step_questions", notes=_STEP_NOTES + f"- w = {context}.\n")
 
 
@@ -179,7 +180,8 @@ BENCHMARK = Benchmark(
     rescore=rescore,
     lmms_eval=(
         LmmsEvalTask("spacewalk18_qa", "spacewalk.benchmarks.spacewalk18.question_answering.question_answering_task",
-                     {}, limit="max_items", metrics={"Accuracy": True, "unparsable": False}, notes=_QA_NOTES),
+                     {}, limit="max_items", metrics={"Accuracy": True, "unparsable": False},
+                     data_config="spacewalk18_qa", notes=_QA_NOTES),
         *(_step_task(context) for context in ("1min", "3min", "5min")),
     ),
 )

@@ -15,6 +15,8 @@ lmms-eval, run with `--log_samples --output_path OUT`, writes per model folder `
                                             `finish`, as for evaluate.py's runs
         config.resolved.yaml                the data config that builds the task (what spacewalk.rescore reads),
                                             the model as lmms-eval names it
+        .hydra/hydra.yaml                   the choices a report's `where` and `rows` read: `data` (the data config
+                                            of the same task under evaluate.py), `model` (lmms_eval/<class>/<model>)
         provenance.json                     lmms-eval's command as its results file records it (`command`), the
                                             import command (`argv`), the commit of the scoring code
 
@@ -123,6 +125,21 @@ def entries(logged: LoggedTask) -> list[dict[str, Any]]:
     return out
 
 
+def model_choice(logged: LoggedTask) -> str:
+    """The run's `model` as a table reads it: lmms-eval's model class and the model it ran (its output folder's
+    name, e.g. `lmms_eval/openai/Qwen__Qwen2.5-VL-7B-Instruct`)."""
+    return f"lmms_eval/{logged.model}/{logged.model_folder}"
+
+
+def hydra_record(logged: LoggedTask) -> dict[str, Any]:
+    """What spacewalk/run_dirs.py reads from an evaluate.py run's .hydra/hydra.yaml, for this run: the config
+    groups' choices a report's `where` and `rows` name (`data`: the data config of the same task under evaluate.py,
+    `model`: `model_choice`) and the job's name."""
+    return {"hydra": {"job": {"name": "lmms_eval"},
+                      "runtime": {"choices": {"data": logged.spec.data_config or logged.spec.name,
+                                              "model": model_choice(logged)}}}}
+
+
 def lmms_eval_command(logged: LoggedTask) -> str:
     """lmms-eval's command as its results file records it (the task folder's path is not recorded)."""
     words = ["lmms-eval", "--model", logged.model]
@@ -158,6 +175,9 @@ def import_task(logged: LoggedTask, run_dir: str | Path, bootstrap: BootstrapOpt
                   **({"context": spec.data["context"]} if "context" in spec.data else {}),
                   "metrics": {"bootstrap": asdict(bootstrap or BootstrapOptions(n_resamples=0))}}
         (work / RUN_CONFIG).write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        (work / ".hydra").mkdir()
+        (work / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(hydra_record(logged), sort_keys=False),
+                                                    encoding="utf-8")
         write_json(work / PROVENANCE, {
             "command": lmms_eval_command(logged),
             "argv": shlex.join(["python", "-m", "spacewalk.multiple_choice.lmms_eval",

@@ -33,21 +33,24 @@ SHARED_KEYS = ("root", "synthetic_root", "seed", "synthetic")
 class TaskSpec:
     """An exported task: lmms-eval's `name`, the `benchmark` it belongs to, `data` (`_target_` and the factory's
     keyword arguments), `limit` (the factory's "first N items" argument), `metrics` (metrics.json's numbers lmms-eval
-    reports: name -> higher is better), `cluster` (the item meta key of lmms-eval's clustered standard error) and
-    `group` (the lmms-eval group that runs it with its siblings)."""
+    reports: name -> higher is better), `data_config` (the conf/data config of the same task under evaluate.py),
+    `cluster` (the item meta key of lmms-eval's clustered standard error) and `group` (the lmms-eval group that runs
+    it with its siblings)."""
 
     name: str
     benchmark: str
     data: Mapping[str, Any]
     limit: str | None
     metrics: Mapping[str, bool]
+    data_config: str = ""
     cluster: str | None = None
     group: str | None = None
     notes: str = field(default="", compare=False)
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "benchmark": self.benchmark, "data": dict(self.data), "limit": self.limit,
-                "metrics": dict(self.metrics), "cluster": self.cluster, "group": self.group}
+                "metrics": dict(self.metrics), "data_config": self.data_config, "cluster": self.cluster,
+                "group": self.group}
 
     @classmethod
     def from_json(cls, raw: Any, where: str | Path) -> TaskSpec:
@@ -57,7 +60,7 @@ class TaskSpec:
         if not isinstance(raw["data"], Mapping) or "_target_" not in raw["data"]:
             raise DataError("has no data config with a _target_", file=where, field="data")
         return cls(str(raw["name"]), str(raw["benchmark"]), dict(raw["data"]), raw["limit"], dict(raw["metrics"]),
-                   raw["cluster"], raw.get("group"))
+                   str(raw.get("data_config") or ""), raw["cluster"], raw.get("group"))
 
     def limited(self, n: int | None) -> TaskSpec:
         """The spec of the task's first `n` items (lmms-eval's --limit n); None: the spec as it is."""
@@ -99,7 +102,8 @@ def registered() -> dict[str, TaskSpec]:
     for benchmark in discover().values():
         for task in benchmark.lmms_eval:
             out[task.name] = TaskSpec(task.name, benchmark.name, {"_target_": task.factory, **task.settings},
-                                      task.limit, dict(task.metrics), task.cluster, task.group, task.notes)
+                                      task.limit, dict(task.metrics), task.data_config, task.cluster, task.group,
+                                      task.notes)
     return out
 
 
