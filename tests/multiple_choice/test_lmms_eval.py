@@ -284,6 +284,15 @@ def test_export_and_import_refuse_bad_input_with_one_line(tmp_path):
     assert not (tmp_path / "t").exists() and not (tmp_path / "runs").exists()
 
 
+def test_the_extra_and_the_separate_environment_pin_the_same_lmms_eval():
+    import tomllib
+
+    from spacewalk.multiple_choice.lmms_eval.environment import NO_DEPS
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert tuple(extras["lmms-eval"]) == NO_DEPS
+
+
 # ---- end to end: lmms-eval against a local server ---------------------------------------------------------------
 
 LMMS_MODEL, HARNESS_MODEL = "lmms-stub", "harness-stub"

@@ -34,8 +34,6 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from spacewalk.core.errors import ConfigError
-
 # installed without dependencies (module docstring); lmms-eval's version is the one the task folders are written for
 NO_DEPS = ("lmms-eval==0.7.3", "qwen-vl-utils==0.0.14")
 # what lmms-eval 0.7.3 imports from `python -m lmms_eval --model openai` to the end of a run that the project's
@@ -126,11 +124,3 @@ def ensure_environment(root: str | Path | None = None, progress=print) -> Path:
         (env / COMPLETE).write_text("\n".join([*NO_DEPS, *RESOLVED]) + "\n", encoding="utf-8")
     return python
 
-
-def check_version(python: Path) -> None:
-    """The environment's lmms-eval is the one the task folders are written for."""
-    wanted = NO_DEPS[0].split("==")[1]
-    found = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('lmms-eval'))"],
-                           capture_output=True, text=True, check=False).stdout.strip()
-    if found != wanted:
-        raise ConfigError(f"{python} has lmms-eval {found or 'missing'}, not {wanted}")
