@@ -35,7 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from spacewalk.core.errors import DataError
+from spacewalk.core.errors import DataError, UserInputError
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.lmms_eval.specs import TaskSpec, build_task, read_spec, spec_json
 from spacewalk.multiple_choice.task import Record
@@ -173,7 +173,7 @@ class Hooks:
             return self._scored[key]
         try:
             metrics = score_entries(self.spec, entries)
-        except DataError as e:
+        except UserInputError as e:  # a subset the task cannot be limited to, a failed request: said, not scored
             log.error("%s: not scored: %s", self.spec.name, e)
             metrics = None
         self._scored[key] = metrics
@@ -225,7 +225,7 @@ def _repeated(ids: Sequence[str]) -> str:
     return ""
 
 
-def records_of(task, spec: TaskSpec, entries: Sequence[Mapping[str, Any]]) -> tuple[list, list[Record]]:
+def records_of(task, entries: Sequence[Mapping[str, Any]]) -> tuple[list, list[Record]]:
     """The task's items and one `Record` per entry (the reply parsed again by the task: the parse is the task's,
     whatever the entry says), in item order."""
     failed = [e["item_id"] for e in entries if str(e["reply"]).startswith(REQUEST_FAILED)]
@@ -247,7 +247,7 @@ def score_entries(spec: TaskSpec, entries: Sequence[Mapping[str, Any]]) -> dict[
     """The task's official metrics of lmms-eval's per-document entries."""
     answered = answered_spec(spec, [str(e["item_id"]) for e in entries])
     task = task_of(answered)
-    items, records = records_of(task, answered, entries)
+    items, records = records_of(task, entries)
     return task.metrics(items, records)
 
 

@@ -158,7 +158,7 @@ def import_task(logged: LoggedTask, run_dir: str | Path, bootstrap: BootstrapOpt
     logs = entries(logged)
     spec = answered_spec(logged.spec, [str(e["item_id"]) for e in logs])
     task = task_of(spec)
-    items, records = records_of(task, spec, logs)
+    items, records = records_of(task, logs)
     by_id = {str(e["item_id"]): e for e in logs}
     with atomic_dir(run_dir) as work:
         writer = PartWriter(work, work / PARTS)
