@@ -147,6 +147,8 @@ def test_slurm_trainer_with_two_tasks_as_srun_starts_them_equals_one_process(tmp
     for rank, output in zip((1, 0), outputs):
         assert f"GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/2" in output  # each task took its rank from SLURM's
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (one, two))
+    # exact: zero_shot trains nothing and scores each sample on its own, and each rank encodes whole recordings
+    # into the bank, so the bank and the scores come out bit for bit the same (measured) whatever the split
     for name in ("Accuracy", "mAP", "IoU"):
         assert a[name] == b[name]
     assert a["per_video"] == b["per_video"]
