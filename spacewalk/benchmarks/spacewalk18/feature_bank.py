@@ -390,11 +390,15 @@ class FeatureBank:
 
     def _encode_texts(self, texts: list[str], video_id: str, progress: bool) -> np.ndarray:
         """float16 [len(texts), Dt]; each distinct non-empty text is encoded once (a long sentence
-        spans several cells; many cells are silent), empty text is the encoder's zero row."""
+        spans several cells; many cells are silent), empty text is the encoder's zero row. The texts go
+        to the encoder longest first, so that each call holds texts of about one length: a text encoder
+        pads a batch to its longest text, and in file order a 12 s cell's text of several sentences
+        would share a call with one-word sentences (every row is computed alone: the order is not in
+        the vectors, beyond float noise)."""
         from tqdm import tqdm
 
         encoder = self.text_encoder
-        unique = list(dict.fromkeys(t for t in texts if t))
+        unique = sorted(dict.fromkeys(t for t in texts if t), key=len, reverse=True)
         table = np.zeros((len(unique) + 1, encoder.dim), dtype=np.float16)  # last row: the empty text
         n = self.texts_per_batch
         with tqdm(total=len(unique), desc=f"{video_id} text", unit="text", leave=False,
