@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.lean_transformer import encode_at
 from spacewalk.core.errors import ConfigError
 
 Batch = dict[str, torch.Tensor]
@@ -246,28 +247,38 @@ class LFBTransformer(nn.Module):
     The window's cells are already in temporal order with the query at query_pos, so [H, m, F] is the
     cell sequence itself; padding is a key padding mask. `dim_feedforward` 2048 and dropout 0.1 are
     PyTorch's defaults (the paper gives only the width); `nhead` must divide D.
+
+    `lean` (the default) computes the same encoder as `nn.TransformerEncoder` read at the query, with its
+    dropout masks, in a fraction of the memory and time (models/lean_transformer.py): the last layer at the
+    query rows only, the others in checkpointed chunks of `chunk` samples. `lean: false` runs
+    `nn.TransformerEncoder` itself; the two share their parameters (a checkpoint of one loads in the other).
     """
 
     reads_cells = True
 
     def __init__(self, dim: int, nhead: int = 8, num_layers: int = 2, dim_feedforward: int = 2048,
                  dropout: float = 0.1, norm_first: bool = False, max_offset: int = 256,
-                 identity_init: bool = True):
+                 identity_init: bool = True, lean: bool = True, chunk: int = 32):
         super().__init__()
         if dim % nhead:
             raise ConfigError(f"nhead={nhead} must divide the feature dim {dim}")
+        if chunk < 1:
+            raise ConfigError(f"chunk must be a positive number of samples, got {chunk}")
         self.position = OffsetEncoding(dim, max_offset)
         layer = nn.TransformerEncoderLayer(dim, nhead, dim_feedforward, dropout, batch_first=True,
                                            norm_first=norm_first)
         # nested tensors only speed up inference and drop padded outputs; keep one code path
         self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
         self.g = _g(dim, dim, 0, identity_init)
+        self.lean, self.chunk = lean, int(chunk)
 
     def aggregate(self, batch: Batch) -> torch.Tensor:
         cells, mask = real_cells(batch)
         query_pos = batch["query_pos"]
-        x = self.encoder(cells + self.position(query_pos, cells.shape[1]), src_key_padding_mask=~mask)
-        return query_cell(x, query_pos)
+        x = cells + self.position(query_pos, cells.shape[1])
+        if self.lean:
+            return encode_at(self.encoder, x, ~mask, query_pos, self.chunk)
+        return query_cell(self.encoder(x, src_key_padding_mask=~mask), query_pos)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return self.g(self.aggregate(batch))
