@@ -1,7 +1,7 @@
 """Prints the speed figures of the step-recognition recipes (no assertions: numbers to read and compare).
 
-    python measurements/step_recognition_speed.py [--root R] [--steps 20] [--video] [--precision bf16-mixed]
-        [--recipes last_layer,lfb_cat] [--contexts 5min] [--heads-only]
+    python measurements/step_recognition_speed.py [--root R] [--steps 20] [--video] [--precision fp32 [bf16-mixed]]
+        [--recipes last_layer,lfb_cat,lfb_tf:lean=false] [--contexts 5min] [--heads-only]
 
 1. bank build time per recording: text (MiniLM) on the real transcripts when --root is a Spacewalk-18
    release, else on the synthetic data; with --video also the video side on a synthetic recording
@@ -9,7 +9,9 @@
 2. head training throughput (samples/s) of every recipe at w = 5 and 20 min, and each one's peak
    memory (each measured in its own process: peak RSS on CPU, max allocated on CUDA) and the size of
    one training batch (cells only for heads that read them, as train.py builds it). `--precision
-   bf16-mixed` runs the head and the loss under autocast as `+trainer.precision=bf16-mixed` does.
+   bf16-mixed` runs the head and the loss under autocast as `+trainer.precision=bf16-mixed` does; several
+   precisions are measured in turn. A recipe may carry head settings after colons, `lfb_tf:lean=false`
+   (the value read as YAML), to time two variants of one head side by side.
 3. the naive route, which encodes each sample's window transcript from scratch instead of slicing the
    bank, measured in the same run, and the ratio.
 Medians over repeated timings; the machine is shared, so compare figures from one run only.
@@ -71,7 +73,21 @@ def bank_build_times(dataset, scratch: Path, video: bool) -> None:
               f"({rec.duration / 60:.1f} min): {seconds:.1f} s = {seconds / (rec.duration / 3600):.0f} s per hour")
 
 
-def one_recipe(root: str | None, scratch: Path, recipe: str, context: float, steps: int, precision: str) -> dict:
+def recipe_spec(spec: str) -> tuple[str, dict]:
+    """`lfb_tf:lean=false:chunk=16` -> ("lfb_tf", {"lean": False, "chunk": 16})."""
+    import yaml
+
+    recipe, *settings = spec.split(":")
+    overrides = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{spec!r}: a head setting is key=value, got {setting!r}")
+        overrides[key] = yaml.safe_load(value)
+    return recipe, overrides
+
+
+def one_recipe(root: str | None, scratch: Path, spec: str, context: float, steps: int, precision: str) -> dict:
     """Training throughput of one recipe, in this process (run as a subprocess for a clean peak memory)."""
     import hydra
     import torch
@@ -82,7 +98,12 @@ def one_recipe(root: str | None, scratch: Path, recipe: str, context: float, ste
     from spacewalk.encoders import minilm_text_encoder
 
     dataset = dataset_for(root, scratch)
+    recipe, overrides = recipe_spec(spec)
     cfg = OmegaConf.load(REPO / f"conf/model/{recipe}.yaml")
+    for key, value in overrides.items():
+        if key not in cfg.head:
+            raise ValueError(f"{spec!r}: {recipe}'s head has no setting {key!r} (it has {list(cfg.head)})")
+        cfg.head[key] = value
     dm = StepRecognitionDataModule(dataset, scratch / "bank-text", text_encoder=minilm_text_encoder(),
                                    context_seconds=context, modalities="text", batch_size=cfg.batch_size,
                                    cells=head_reads_cells(hydra.utils.get_class(cfg.head._target_)))
@@ -159,9 +180,10 @@ def main() -> None:
     parser.add_argument("--scratch", help="working folder (kept; default: a temporary one); a text bank already in "
                                           "SCRATCH/bank-text (e.g. a copy of data/feature_banks/<data>/minilm) is "
                                           "reused")
-    parser.add_argument("--precision", choices=("fp32", "bf16-mixed"), default="fp32",
-                        help="head training precision (bf16-mixed: autocast, as +trainer.precision=bf16-mixed)")
-    parser.add_argument("--recipes", default=",".join(RECIPES), help="comma-separated recipes to time")
+    parser.add_argument("--precision", choices=("fp32", "bf16-mixed"), nargs="+", default=["fp32"],
+                        help="head training precision(s) (bf16-mixed: autocast, as +trainer.precision=bf16-mixed)")
+    parser.add_argument("--recipes", default=",".join(RECIPES),
+                        help="comma-separated recipes to time, each with optional head settings: lfb_tf:lean=false")
     parser.add_argument("--contexts", default=",".join(CONTEXTS), help=f"comma-separated, of {list(CONTEXTS)}")
     parser.add_argument("--heads-only", action="store_true",
                         help="only the head throughput (no bank build timing, no naive route)")
@@ -170,15 +192,19 @@ def main() -> None:
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="spacewalk-bench-"))
     if args.one:
         print(json.dumps(one_recipe(args.root, scratch, args.one[0], float(args.one[1]), args.steps,
-                                    args.precision)))
+                                    args.precision[0])))
         return
     recipes, contexts = args.recipes.split(","), args.contexts.split(",")
-    unknown = [r for r in recipes if r not in RECIPES] + [c for c in contexts if c not in CONTEXTS]
+    unknown = [r for r in recipes if recipe_spec(r)[0] not in RECIPES] + [c for c in contexts if c not in CONTEXTS]
     if unknown:
         parser.error(f"unknown recipes or contexts {unknown}: recipes are {RECIPES}, contexts {list(CONTEXTS)}")
 
     dataset = dataset_for(args.root, scratch)
-    print(f"data: {args.root or 'synthetic'}; scratch: {scratch}; precision: {args.precision}")
+    import torch
+
+    print(f"data: {args.root or 'synthetic'}; scratch: {scratch}; precision: {', '.join(args.precision)}; "
+          f"torch threads {torch.get_num_threads()}, OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if not args.heads_only:
         bank_build_times(dataset, scratch, args.video)
     # the bank of every training recording, once, before the per-recipe processes reuse it
@@ -187,20 +213,24 @@ def main() -> None:
 
     FeatureBank(scratch / "bank-text", dataset, minilm_text_encoder()).build(dataset.splits["train"], progress=False)
 
-    print(f"\n{'recipe':<11} {'w':>6} {'cells':>6} {'samples/s':>10} {'peak MiB':>9} {'batch MiB':>10}"
-          "  (text only, MiniLM 2 x 384-d)")
+    width = max(11, *(len(r) for r in recipes))
+    print(f"\n{'recipe':<{width}} {'w':>6} {'precision':>10} {'cells':>6} {'samples/s':>10} {'peak MiB':>9} "
+          f"{'batch MiB':>10}  (text only, MiniLM 2 x 384-d)")
     bank_rate = {}
     for context_name in contexts:
         seconds = CONTEXTS[context_name]
-        for recipe in recipes:
-            cmd = ([sys.executable, __file__, "--one", recipe, str(seconds), "--steps", str(args.steps),
-                    "--precision", args.precision, "--scratch", str(scratch)]
-                   + (["--root", args.root] if args.root else []))
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-            r = json.loads(out)
-            bank_rate[(recipe, context_name)] = r["samples_per_s"]
-            print(f"{recipe:<11} {context_name:>6} {r['mean_cells']:>6.1f} {r['samples_per_s']:>10.0f} "
-                  f"{r['peak_mib']:>9.0f} {r['batch_mib']:>10.1f}  ({r['device']})")
+        for precision in args.precision:
+            for recipe in recipes:
+                cmd = ([sys.executable, __file__, "--one", recipe, str(seconds), "--steps", str(args.steps),
+                        "--precision", precision, "--scratch", str(scratch)]
+                       + (["--root", args.root] if args.root else []))
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+                r = json.loads(out)
+                bank_rate.setdefault((recipe, context_name), r["samples_per_s"])
+                print(f"{recipe:<{width}} {context_name:>6} {precision:>10} {r['mean_cells']:>6.1f} "
+                      f"{r['samples_per_s']:>10.1f} {r['peak_mib']:>9.0f} {r['batch_mib']:>10.1f}  ({r['device']})",
+                      flush=True)
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     if args.heads_only:
         return
     print("\nnaive route (encode each window's transcript per sample, then the same head):")

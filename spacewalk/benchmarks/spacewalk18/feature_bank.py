@@ -371,15 +371,19 @@ class FeatureBank:
                      "num_sentences": len(arrays["sentence_start"]), "num_steps": len(rec.steps), "dims": dims}
             write_json(work / META_FILE, meta)  # last: a folder with meta.json is complete
 
-    def _text_arrays(self, rec: Recording, progress: bool) -> dict[str, np.ndarray]:
+    def text_groups(self, rec: Recording) -> tuple[dict[str, list[str]], TranscriptIndex]:
+        """The texts of each text array of `rec` (a row each, in order) and its transcript's index."""
         k, duration = self.config.segment_seconds, rec.duration
         sentences = _sentences(rec)
         index = TranscriptIndex(sentences)
         cells = [index.text_in(Window(j * k, min((j + 1) * k, duration))) for j in range(num_cells(duration, k))]
         narration = [IRRELEVANT_DESCRIPTION] + [s.transcript for s in rec.steps[1:]]
         caption = [IRRELEVANT_DESCRIPTION] + [s.caption for s in rec.steps[1:]]
-        groups = {"cell_text": cells, "sentence_text": [s.text for s in sentences],
-                  "step_narration": narration, "step_caption": caption}
+        return {"cell_text": cells, "sentence_text": [s.text for s in sentences], "step_narration": narration,
+                "step_caption": caption}, index
+
+    def _text_arrays(self, rec: Recording, progress: bool) -> dict[str, np.ndarray]:
+        groups, index = self.text_groups(rec)
         encoded = self._encode_texts([t for texts in groups.values() for t in texts], rec.video_id, progress)
         out, i = {}, 0
         for name, texts in groups.items():
