@@ -22,6 +22,7 @@ from spacewalk.benchmarks.spacewalk18.dataset import SPLITS, Spacewalk18
 from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
+from spacewalk.core.settings import from_mapping
 from spacewalk.media.grid import cell_span
 
 FRAME_SAMPLINGS = ("dense", "sparse")
@@ -150,7 +151,8 @@ class BankWindowsDataModule(pl.LightningDataModule):
         self.eval_batch_size = eval_batch_size or batch_size
         self.num_workers = num_workers
         self.seed = seed  # the training order of epoch e is a permutation drawn from (seed, e)
-        config = bank_config if isinstance(bank_config, BankConfig) else BankConfig(**(bank_config or {}))
+        config = (bank_config if isinstance(bank_config, BankConfig)
+                  else from_mapping(BankConfig, bank_config, "datamodule.bank_config"))
         self.bank = FeatureBank(bank_dir, dataset, text_encoder=text_encoder,
                                 video_encoder=video_encoder if modalities.video else None, config=config)
         # Video without an encoder object: features extracted elsewhere, in external bank folders

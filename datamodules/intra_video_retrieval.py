@@ -51,6 +51,7 @@ from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerC
 from spacewalk.benchmarks.spacewalk18.windows import context_windows
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
+from spacewalk.core.settings import from_mapping
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class IntraVideoRetrievalDataModule(BankWindowsDataModule):
                 raise ConfigError(f"samples: expected {{split: one of {SOURCES}}} for splits {SPLITS}, got "
                                   f"{split!r}: {source!r}")
         self.sampler = (sampler if isinstance(sampler, RetrievalSamplerConfig)
-                        else RetrievalSamplerConfig(**(sampler or {})))
+                        else from_mapping(RetrievalSamplerConfig, sampler, "datamodule.sampler"))
         self.splits: dict[str, RetrievalSplit] = {}
         self.samples: dict[str, dict[str, list[RetrievalSample]]] = {}
         self.video_ids: dict[str, list[str]] = {}

@@ -102,7 +102,7 @@ def read_predictions(path: str | Path, parse: Callable[[str, str], int | None] |
 
 def _read_csv(path: Path) -> dict[str, int]:
     if not path.is_file():
-        raise DataError("file not found", file=path)
+        raise DataError("is a folder, not a file" if path.is_dir() else "file not found", file=path)
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)

@@ -268,8 +268,9 @@ class Spacewalk18:
     def __init__(self, root: str | Path):
         self.root = Path(root)
         if not self.root.is_dir():
-            raise DataError("dataset root not found (generate the synthetic set or run "
-                            "`python -m spacewalk.download spacewalk18 --root DIR`)", file=self.root)
+            what = "is a file, not a dataset root" if self.root.exists() else "dataset root not found"
+            raise DataError(f"{what} (generate the synthetic set or run `python -m spacewalk.download spacewalk18 "
+                            "--root DIR`)", file=self.root)
         steps_file, annotation_file, split_file = (self.root / p for p in (STEPS_FILE, ANNOTATION_FILE, SPLIT_FILE))
         steps_raw = _as_dict(load_json(steps_file), steps_file, "video ids to step lists")
         annotation_raw = _as_dict(load_json(annotation_file), annotation_file, "video ids to segment lists")

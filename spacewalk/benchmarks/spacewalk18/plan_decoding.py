@@ -38,6 +38,7 @@ from scipy.special import log_softmax
 from spacewalk.algorithms.hmm import forward_backward, viterbi
 from spacewalk.benchmarks.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, StepSample, frame_of
 from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.core.settings import from_mapping
 from spacewalk.media import grid as cell_grid  # the module; `grid` names the decoder's grid samples here
 
 
@@ -215,7 +216,8 @@ class DecodeSettings:
     @staticmethod
     def grid(**values: Sequence[float]) -> list[DecodeSettings]:
         names = list(values)
-        return [DecodeSettings(**dict(zip(names, combo))) for combo in itertools.product(*values.values())]
+        return [from_mapping(DecodeSettings, dict(zip(names, combo)), "decoding.grid")
+                for combo in itertools.product(*values.values())]
 
 
 @dataclass

@@ -49,6 +49,7 @@ from spacewalk.benchmarks.spacewalk18.feature_bank import FeatureBank, Recording
 from spacewalk.benchmarks.spacewalk18.plan_decoding import PlanModel, cell_labels
 from spacewalk.benchmarks.spacewalk18.question_generator import ABSENT, BEFORE_AFTER, ORDER, THIRDS, WHEN
 from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.core.settings import from_mapping
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.task import Prompt, Reply
 
@@ -255,7 +256,7 @@ class PlanReadingBackend:
         if steps not in MODES:
             raise ConfigError(f"steps must be one of {MODES}, got {steps!r}")
         self.steps = steps
-        self.settings = ReadingSettings(**settings)
+        self.settings = from_mapping(ReadingSettings, settings, "model")
         self.name = f"plan_reading_{steps}"
         self.encoder = text_encoder
         self.dataset: Spacewalk18 = open_spacewalk18(root, synthetic_root, seed, synthetic)
@@ -463,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     import json
 
     from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+    from spacewalk.core.arguments import existing_file, output_file
     from spacewalk.core.command_errors import user_errors_reported
     from spacewalk.core.io import write_json
     from spacewalk.encoders.sentence import minilm_text_encoder
@@ -470,11 +472,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.plan_reading",
                                      description="Choose mc_plan's settings on generated val questions.")
     parser.add_argument("--root", required=True, type=Path, help="the Spacewalk-18 release")
-    parser.add_argument("--questions", required=True, type=Path, help="a question file (val: question_generator)")
+    parser.add_argument("--questions", required=True, type=existing_file,
+                        help="a question file (val: question_generator)")
     parser.add_argument("--steps", choices=MODES, default="options")
     parser.add_argument("--grid", default="{}", help="JSON: ReadingSettings field -> list of values")
     parser.add_argument("--bank-dir", type=Path, default=Path("data/feature_banks/spacewalk18/minilm"))
-    parser.add_argument("--out", type=Path, default=None, help="JSON file for the table and the choice")
+    parser.add_argument("--out", type=output_file, default=None, help="JSON file for the table and the choice")
     args = parser.parse_args(argv)
     with user_errors_reported():
         try:
@@ -483,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--grid is not JSON: {error}") from None
         if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
             raise ConfigError(f"--grid must map settings to non-empty lists, got {args.grid!r}")
-        candidates = [ReadingSettings(**dict(zip(grid, combo))) for combo in itertools.product(*grid.values())]
+        candidates = [from_mapping(ReadingSettings, dict(zip(grid, combo)), "--grid")
+                      for combo in itertools.product(*grid.values())]
         backend = PlanReadingBackend(minilm_text_encoder(device="cpu"), root=args.root, bank_dir=args.bank_dir,
                                      steps=args.steps)
         items = QuestionAnswering(backend.dataset, questions=args.questions).items()

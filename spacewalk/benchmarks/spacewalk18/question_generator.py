@@ -234,18 +234,19 @@ def generate(recordings: Sequence[Recording], counts: Mapping[str, int] | None =
 
 
 def main(argv: list[str] | None = None) -> int:
+    from spacewalk.core.arguments import count, output_file
     from spacewalk.core.command_errors import user_errors_reported
 
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.question_generator",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, type=Path, help="dataset root in the official layout")
     parser.add_argument("--split", required=True, choices=SPLITS, help="whose recordings get questions")
-    parser.add_argument("--out", required=True, type=Path, help="JSON file to write (the official QA format)")
+    parser.add_argument("--out", required=True, type=output_file, help="JSON file to write (the official QA format)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--before-after", type=int, default=DEFAULT_COUNTS[BEFORE_AFTER],
+    parser.add_argument("--before-after", type=count, default=DEFAULT_COUNTS[BEFORE_AFTER],
                         help="'task before/after task' questions per recording (default: the test file's mean)")
-    parser.add_argument("--when", type=int, default=DEFAULT_COUNTS[WHEN], help="'when task' per recording")
-    parser.add_argument("--order", type=int, default=DEFAULT_COUNTS[ORDER], help="'task order' per recording")
+    parser.add_argument("--when", type=count, default=DEFAULT_COUNTS[WHEN], help="'when task' per recording")
+    parser.add_argument("--order", type=count, default=DEFAULT_COUNTS[ORDER], help="'task order' per recording")
     parser.add_argument("--absent-share", type=float, default=0.0,
                         help="share of 'when task' questions whose step is outside the clip (the file: 0)")
     parser.add_argument("--window", type=float, default=WINDOW_SECONDS, help="clip length in seconds (3600)")

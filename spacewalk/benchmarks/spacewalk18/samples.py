@@ -21,6 +21,8 @@ from pathlib import Path
 
 from spacewalk.benchmarks.spacewalk18.dataset import RETRIEVAL_DIR, SPLITS, Spacewalk18, samples_to_json
 from spacewalk.benchmarks.spacewalk18.sampler import SAMPLES_PER_VIDEO, recording_step_samples
+from spacewalk.core.arguments import output_file, positive_count
+from spacewalk.core.command_errors import user_errors_reported
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import write_json
 
@@ -55,9 +57,10 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, type=Path, help="dataset root in the official layout")
     parser.add_argument("--split", required=True, choices=SPLITS)
-    parser.add_argument("--out", required=True, type=Path, help="JSON file to write")
+    parser.add_argument("--out", required=True, type=output_file, help="JSON file to write")
     parser.add_argument("--task", choices=TASKS, default="step_recognition")
-    parser.add_argument("--per-video", type=int, default=SAMPLES_PER_VIDEO, help="samples per video (2000)")
+    parser.add_argument("--per-video", type=positive_count, default=SAMPLES_PER_VIDEO,
+                        help="samples per video (2000)")
     parser.add_argument("--seed", type=int, default=43, help="intra_video_retrieval: the seed (the authors' 43)")
     parser.add_argument("--draw", choices=("query_then_distance", "uniform_pair"), default="query_then_distance",
                         help="intra_video_retrieval: how a query and its distance are drawn "
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stats", action="store_true",
                         help="intra_video_retrieval: print distance, label and Irrelevant statistics")
     args = parser.parse_args(argv)
-    try:
+    with user_errors_reported():  # a bad root or annotation: its message, exit code 2
         dataset = Spacewalk18(args.root)
         if args.task == "intra_video_retrieval":
             samples, content = _retrieval(dataset, args)
@@ -77,10 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 except ValueError as e:
                     raise DataError(str(e), file=args.root / "data/annotation.json", item=rec.video_id) from e
             content = samples_to_json(samples)
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    write_json(args.out, content, indent=4)
+        write_json(args.out, content, indent=4)
     print(f"wrote {sum(map(len, samples.values()))} samples of {len(samples)} videos to {args.out}")
     return 0
 

@@ -50,9 +50,11 @@ from spacewalk.benchmarks.spacewalk18.dataset import (
     samples_to_json,
 )
 from spacewalk.benchmarks.spacewalk18.sampler import step_samples
-from spacewalk.core.command_errors import user_errors_reported
+from spacewalk.core.arguments import output_folder
+from spacewalk.core.command_errors import EXIT_USER_ERROR, user_errors_reported
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import atomic_dir, load_json, write_json, write_text
+from spacewalk.core.settings import from_mapping
 
 # Written beside the official files so ensure_dataset can tell which generation a root holds.
 RECORD_FILE = "synthetic.json"
@@ -770,7 +772,7 @@ def generate(root: str | Path, seed: int = 0, *, overwrite: bool = False, progre
     """Write a synthetic dataset in the official layout to `root`; same seed and options, same dataset."""
     from tqdm import tqdm
 
-    opts = Options(**options)
+    opts = from_mapping(Options, options, "data.synthetic")
     root = Path(root).absolute()
     if root.exists() and not overwrite:
         raise FileExistsError(f"{root} exists; pass overwrite=True (--overwrite) to replace it")
@@ -847,7 +849,7 @@ def ensure_dataset(root: str | Path, seed: int = 0, **options: Any) -> Path:
     record = root / RECORD_FILE
     if record.is_file():
         content = {k: v for k, v in options.items() if k != "progress"}  # progress does not change the data
-        wanted = _record(seed, Options(**content))
+        wanted = _record(seed, from_mapping(Options, content, "data.synthetic"))
         if load_json(record) != wanted:
             raise DataError(f"holds a synthetic dataset made with other settings ({record}); "
                             "delete it, pick another root, or call generate(..., overwrite=True)", file=root)
@@ -857,7 +859,7 @@ def ensure_dataset(root: str | Path, seed: int = 0, **options: Any) -> Path:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.synthetic",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--root", required=True, type=Path, help="where to write the dataset")
+    parser.add_argument("--root", required=True, type=output_folder, help="where to write the dataset")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing root")
     args = parser.parse_args(argv)
@@ -865,7 +867,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         with user_errors_reported():  # a root holding another dataset, a bad option
             generate(args.root, args.seed, overwrite=args.overwrite)
     except FileExistsError as e:
-        parser.exit(1, f"error: {e}\n")
+        parser.exit(EXIT_USER_ERROR, f"error: {e}\n")  # a root that exists: the user's to choose
 
 
 if __name__ == "__main__":

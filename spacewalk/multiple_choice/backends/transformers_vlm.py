@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from spacewalk.core.errors import ConfigError
+from spacewalk.core.settings import from_mapping
 from spacewalk.encoders import resolve_device
 from spacewalk.multiple_choice.budget import Planned, VisualBudget, fit, kept, shown
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
@@ -105,10 +106,8 @@ def load_families(extra: Mapping[str, Mapping] | None = None) -> dict[str, Famil
     for name, entry in table.items():
         if "resize" not in entry:
             raise ConfigError(f"family {name}: give resize (smart_resize or fixed): how its processor sizes a frame")
-        try:
-            out[name] = Family(name=name, **entry)
-        except TypeError as e:
-            raise ConfigError(f"family {name}: {e}; the keys are those of {FAMILIES_FILE.name}") from e
+        # a misspelt key or a value of another type (min_video_frames=abc) named here, not deep in the frame rule
+        out[name] = from_mapping(Family, {"name": name, **entry}, f"families.{name}")
     return out
 
 
