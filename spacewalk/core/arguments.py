@@ -79,3 +79,14 @@ def positive_count(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value}: give a count of 1 or more")
     return value
+
+
+def non_negative_number(text: str) -> float:
+    """A finite number of at least 0 (a rate, where 0 says none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: give a number of 0 or more")
+    return value
