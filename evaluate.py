@@ -13,12 +13,15 @@ from omegaconf import DictConfig
 
 import spacewalk.training  # registers the config resolvers before Hydra composes
 from spacewalk.core.command_errors import user_errors_reported
+from spacewalk.training.sweep_failures import recorded_when_swept
 from spacewalk.training.tasks import with_task_defaults
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> dict:
-    with user_errors_reported():  # a bad input ends with its message, not Hydra's traceback
+    # a bad input ends with its message, not Hydra's traceback; in a sweep, a job that fails is recorded and the
+    # others run on (spacewalk/training/sweep_failures.py)
+    with user_errors_reported(), recorded_when_swept():
         return spacewalk.training.evaluate(cfg)
 
 

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from spacewalk.core.durations import parse_duration
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
+from spacewalk.training.slurm import slurm_count
 
 # `context: 5min` in a config, read as seconds where a number is needed: ${seconds:${context}}
 OmegaConf.register_new_resolver("seconds", parse_duration, replace=True)
@@ -63,11 +64,16 @@ def bank_folder(encoder: str | None, text_encoder: str | None, modalities: str) 
 OmegaConf.register_new_resolver("bank_folder", bank_folder, replace=True)
 
 
+# trainer=slurm's devices and nodes, read from the job's variables and checked (docs/cluster.md)
+OmegaConf.register_new_resolver("slurm_count", slurm_count, replace=True)
+
+
 def check_values(cfg: DictConfig) -> None:
-    """Refuse the values the configs' resolvers read (`context`, `modalities`) before anything is built or read: a
-    context window that cannot be read or is not positive (context=7x, context=0s: an empty window has no cell,
-    and the windows' loops would never end on it), modalities that are not video, text or video+text. Read
-    later, inside a resolver, they would fail only after Lightning is imported and the run directory made."""
+    """Refuse the values the configs' resolvers read (`context`, `modalities`, trainer=slurm's SLURM variables)
+    before anything is built or read: a context window that cannot be read or is not positive (context=7x,
+    context=0s: an empty window has no cell, and the windows' loops would never end on it), modalities that are
+    not video, text or video+text, SLURM_NTASKS_PER_NODE=abc. Read later, inside a resolver, they would fail only
+    after Lightning is imported and the run directory made."""
     if cfg.get("context") is not None:
         value = cfg.context
         try:
@@ -79,6 +85,8 @@ def check_values(cfg: DictConfig) -> None:
                               "1h")
     if cfg.get("modalities") is not None:
         Modalities.parse(cfg.modalities)  # a ConfigError naming the value and the allowed ones
+    for key in ("devices", "num_nodes"):  # trainer=slurm reads them from the job (spacewalk/training/slurm.py)
+        OmegaConf.select(cfg, f"trainer.{key}")
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
