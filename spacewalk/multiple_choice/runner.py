@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -200,9 +201,14 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
     run_dir.mkdir(parents=True, exist_ok=True)
     rank, world_size = rank_and_world(rank, world_size)
     items = list(task.items())
+    if not items:  # metrics over no item would be a 0 % (or a division by zero) that reads as a result
+        raise DataError(f"task {task.name} has no items to answer (an empty questions file, or a filter that keeps "
+                        "none)")
     ids = [item.id for item in items]
-    if len(set(ids)) != len(ids):
-        raise DataError(f"task {task.name}: item ids are not unique")
+    repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if repeated:  # records are kept by item id: a second item with it would take the first's reply
+        raise DataError(f"task {task.name}: item ids {repeated[:5]} occur more than once; each item needs its own "
+                        "id")
     backend, generation = generation_record(task, backend)
     log.info("generation limits: %s", json.dumps(generation))
     # what a video LLM was shown (its frame rule and visual budget, spacewalk/multiple_choice/budget.py), where the

@@ -33,6 +33,12 @@ def torn_run(tmp_path) -> str:
     return str(run_dir)
 
 
+def empty_folder(tmp_path) -> str:
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    return str(folder)
+
+
 CASES = {
     # a config value that cannot be read, and one that reads as an empty window
     "bad_context": (lambda t, sw18: ["train.py", "context=7x", *hydra_dirs(t)],
@@ -60,6 +66,13 @@ CASES = {
                                        f"data.root={sw18()}", *hydra_dirs(t)], ["dtype must be", "'foo'"]),
     "task_value": (lambda t, sw18: ["evaluate.py", "data=egocross", "data.qa=foo", *hydra_dirs(t)],
                    ["EgoCross qa must be closeqa or openqa", "'foo'"]),
+    # multiple choice: a question file that is not a path (mc_plan), a checkpoint folder that is not one
+    "questions_not_a_path": (lambda t, sw18: ["evaluate.py", "data=spacewalk18_qa", "model=mc_plan",
+                                              "data.questions=[]", f"data.root={sw18()}", *hydra_dirs(t)],
+                             ["data.questions=[]: the path of a question file"]),
+    "checkpoint_without_config": (lambda t, sw18: ["evaluate.py", "data=spacewalk18_qa", "model=mc_transformers",
+                                                   f"model.model={empty_folder(t)}", f"data.root={sw18()}",
+                                                   *hydra_dirs(t)], ["a folder without config.json"]),
     # a mapping of settings given to a dataclass: a misspelt key, a value of another type (spacewalk/core/settings.py)
     "misspelt_bank_setting": (lambda t, sw18: ["train.py", "+datamodule.bank_config.segment_secs=10",
                                                f"data.root={sw18()}", *hydra_dirs(t)],

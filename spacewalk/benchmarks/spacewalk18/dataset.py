@@ -334,7 +334,10 @@ class Spacewalk18:
         `file` in the same format (e.g. written by spacewalk.benchmarks.spacewalk18.question_generator for val)."""
         file = self.root / QUESTION_FILE if file is None else Path(file)
         raw = _as_list(load_json(file), file, None, "questions")
+        if not raw:
+            raise DataError("holds no questions (an empty list): nothing to ask or score", file=file)
         questions = []
+        first_of: dict[int, int] = {}  # question_id -> the index of the question that has it
         for i, q in enumerate(raw):
             where = f"question {i}"
             video_id = _get(q, "video_id", str, file, where)
@@ -352,8 +355,13 @@ class Spacewalk18:
                 raise DataError(f"[{start}, {end}] is not inside the video (0 to "
                                 f"{self.recordings[video_id].duration} s)", file=file, item=where, field="video_end")
             qtype = _get(q, "type", str, file, where) if "type" in q else "miscellaneous"
-            questions.append(Question(video_id, _integer(q, "question_id", file, where),
-                                      _get(q, "question", str, file, where), options, answer, start, end, qtype))
+            question_id = _integer(q, "question_id", file, where)
+            if question_id in first_of:  # answers and records are keyed by it: one would be scored as the other
+                raise DataError(f"question_id {question_id} is also question {first_of[question_id]}'s; each "
+                                "question needs its own", file=file, item=where, field="question_id")
+            first_of[question_id] = i
+            questions.append(Question(video_id, question_id, _get(q, "question", str, file, where), options, answer,
+                                      start, end, qtype))
         return questions
 
     def retrieval_samples(self, split: str) -> dict[str, list[RetrievalSample]]:

@@ -27,6 +27,7 @@ from spacewalk.benchmarks.spacewalk18.scoring import qa_accuracy
 from spacewalk.benchmarks.spacewalk18.summaries import check_summary, summary_parts
 from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, Window
 from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
+from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, letter, parse_letter
@@ -66,6 +67,9 @@ class QuestionAnswering:
     def __init__(self, dataset: Spacewalk18, transcript_in_prompt: bool = False, max_items: int | None = None,
                  summary: str = "none", questions: str | Path | None = None):
         check_limit(max_items, "max_items")
+        if questions is not None and not isinstance(questions, (str, Path)):
+            raise ConfigError(f"data.questions={questions!r}: the path of a question file in the official format, "
+                              "or null for the release's test questions")
         self.dataset = dataset
         self.summary = check_summary(summary)
         self.transcript_in_prompt = transcript_in_prompt

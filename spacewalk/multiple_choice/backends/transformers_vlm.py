@@ -173,10 +173,31 @@ def conversation(prompt: Prompt, item: MultipleChoiceItem | None, with_visuals: 
 
 
 def detect_family(model: str, load: Mapping[str, Any]) -> str:
-    """The checkpoint's config.json "model_type"."""
+    """The checkpoint's config.json "model_type": read from a folder's file (transformers' own reader refuses a
+    model_type it does not know, and a folder without the file, with a ValueError that names neither setting), else
+    through transformers for a hub tag in the local cache."""
+    from spacewalk.core.io import load_json
+
+    folder = Path(model)
+    if folder.is_dir():
+        config = folder / "config.json"
+        if not config.is_file():
+            raise ConfigError(f"model.model={model}: a folder without config.json, so not a transformers checkpoint "
+                              "(give the folder that holds config.json and the weights)")
+        model_type = load_json(config).get("model_type")
+        if not isinstance(model_type, str):
+            raise ConfigError(f"model.model={model}: its config.json has no \"model_type\" naming the "
+                              "architecture; set model.family to the family whose settings fit it")
+        return model_type
+    if folder.exists():
+        raise ConfigError(f"model.model={model}: a file, not a checkpoint folder")
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(model, **load).model_type
+    try:
+        return AutoConfig.from_pretrained(model, **load).model_type
+    except (OSError, ValueError) as e:  # no such folder, not a hub tag, or not in the local cache
+        raise ConfigError(f"model.model={model}: neither a checkpoint folder nor a hub model in the local cache "
+                          f"({str(e).splitlines()[0]})") from None
 
 
 @dataclass
@@ -222,10 +243,14 @@ class TransformersVLMBackend(TokenLimited):
             if model_class is None:
                 raise ConfigError(f"family {family}: model_class {self.spec.model_class!r} is not in transformers "
                                   f"{transformers.__version__}")
-            processor = transformers.AutoProcessor.from_pretrained(model, **load)
-            model_object = model_class.from_pretrained(
-                model, dtype=self.dtype, device_map=device_map,
-                **({"attn_implementation": attn_implementation} if attn_implementation else {}), **load)
+            try:
+                processor = transformers.AutoProcessor.from_pretrained(model, **load)
+                model_object = model_class.from_pretrained(
+                    model, dtype=self.dtype, device_map=device_map,
+                    **({"attn_implementation": attn_implementation} if attn_implementation else {}), **load)
+            except OSError as e:  # a checkpoint without its weights or processor files
+                raise ConfigError(f"model.model={model}: cannot load the checkpoint ({str(e).splitlines()[0]})"
+                                  ) from None
             self.name = f"{family}:{model}"
         else:
             model_object = model_object.to(self.dtype)
