@@ -144,11 +144,17 @@ def test_segment_predictions_that_cannot_be_are_refused(tmp_path, segment, messa
     (hm.score_moment_retrieval, {"q": {"a.mp4": {"clip": True, "bounds": [-3, 10]}}}, "bounds"),
     (hm.score_moment_segmentation, {"a.mp4": {"bounds": [[0, 5], [9, 5]]}}, "bounds[1]"),
     (hm.score_moment_segmentation, {"a.mp4": {"bounds": [[-1, 5], [5, 9]]}}, "bounds[0]"),
+    # a split file's moment past its own v_duration (end 99999 of a 207 s video would be scored as given)
+    (hm.score_moment_retrieval, {"q": {"a.mp4": {"clip": True, "bounds": [50, 99999], "v_duration": 207.08}}},
+     "bounds"),
+    (hm.score_video_retrieval, {"q": {"a.mp4": {"clip": True, "bounds": [50, 99999], "v_duration": 207.08}}},
+     "bounds"),
 ])
 def test_ground_truth_spans_that_cannot_be_are_refused(tmp_path, scorer, gt, field):
     path = tmp_path / "gt.json"
     path.write_text(json.dumps(gt))
-    with pytest.raises(DataError, match="ends before it starts|before the video's start") as info:
+    with pytest.raises(DataError, match="ends before it starts|before the video's start|ends after the video "
+                                        r"\(207.08 s\)") as info:
         scorer({}, path, tiny_categories())
     assert info.value.file == str(path) and "a.mp4" in info.value.item and info.value.field == field
 

@@ -20,8 +20,9 @@ Semantics taken from the authors' code, some of which the spec leaves implicit:
   The public test split's moments are all the placeholder [0, 1]; the authors' script would score against
   it, we refuse (DataError).
 - Spans that cannot be are refused, in the GT and in the predictions (DataError naming file, item, field):
-  a negative time, and a predicted moment ending past its video (`v_duration` of the split file, with the
-  dataset reader's 1 s slack; the step GT has no durations, so segments are not checked against it).
+  a negative time, and a moment, in the split file or predicted, ending past its video (`v_duration` of the
+  split file, with the dataset reader's 1 s slack; the step GT has no durations, so segments are not checked
+  against it).
   A span ending before it starts is refused too, unless `allow_reversed` (`--allow-reversed`): the authors'
   evaluate.py scores it as given (IoU 0 for a moment), and their model writes its start and end argmaxes as
   they come, so its files may hold such pairs.
@@ -348,7 +349,9 @@ def read_split_annotations(source: Source) -> tuple[dict[str, dict[str, dict]], 
             _object(annotation, name, item, "an annotation object (is this a split file?)")
             if type(_field(annotation, "clip", name, item)) is not bool:
                 raise DataError("expected true or false", file=name, item=item, field="clip")
-            _span(_field(annotation, "bounds", name, item), name, item, "bounds")
+            duration = annotation.get("v_duration")  # a moment past the video would be scored as given
+            _span(_field(annotation, "bounds", name, item), name, item, "bounds",
+                  duration=duration if _is_number(duration) else None)
     return raw, name
 
 
