@@ -90,3 +90,11 @@ def non_negative_number(text: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text}: give a number of 0 or more")
     return value
+
+
+def seed_value(text: str) -> int:
+    """A random seed as numpy takes it: a whole number from 0 to 2**32 - 1."""
+    value = _whole(text)
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"{value}: a seed is a whole number from 0 to {2**32 - 1}")
+    return value

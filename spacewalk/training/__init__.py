@@ -72,8 +72,8 @@ def check_values(cfg: DictConfig) -> None:
     """Refuse the values the configs' resolvers read (`context`, `modalities`, trainer=slurm's SLURM variables)
     before anything is built or read: a context window that cannot be read or is not positive (context=7x,
     context=0s: an empty window has no cell, and the windows' loops would never end on it), modalities that are
-    not video, text or video+text, SLURM_NTASKS_PER_NODE=abc. Read later, inside a resolver, they would fail only
-    after Lightning is imported and the run directory made."""
+    not video, text or video+text, SLURM_NTASKS_PER_NODE=abc; and the seeds (seed=-1). Read later, inside a
+    resolver or numpy, they would fail only after Lightning is imported and the run directory made."""
     if cfg.get("context") is not None:
         value = cfg.context
         try:
@@ -87,6 +87,10 @@ def check_values(cfg: DictConfig) -> None:
         Modalities.parse(cfg.modalities)  # a ConfigError naming the value and the allowed ones
     for key in ("devices", "num_nodes"):  # trainer=slurm reads them from the job (spacewalk/training/slurm.py)
         OmegaConf.select(cfg, f"trainer.{key}")
+    for key in ("seed", "data.seed"):  # numpy's (and Lightning's) seeds: a negative one fails deep inside
+        value = OmegaConf.select(cfg, key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32):
+            raise ConfigError(f"{key}={value!r}: a seed is a whole number from 0 to {2**32 - 1}")
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:

@@ -83,6 +83,15 @@ def cases(root, folder, file, below):
          ["--when", "negative"]),
         (question_generator.main, ["--root", root, "--split", "val", "--out", folder / "q.json", "--order", "x"],
          ["--order", "not a whole number"]),
+        # seeds numpy cannot take (a negative one failed inside, named as an annotation's fault)
+        (spacewalk18_synthetic.main, ["--root", folder / "sw18", "--seed", "-1"], ["--seed", "-1: a seed is"]),
+        (egoschema_synthetic.main, ["--root", folder / "es", "--seed", "-1"], ["--seed", "-1: a seed is"]),
+        (egocross_synthetic.main, ["--root", folder / "ec", "--seed", "-1"], ["--seed", "-1: a seed is"]),
+        (hirest_synthetic.main, ["--root", folder / "hr", "--seed", "-1"], ["--seed", "-1: a seed is"]),
+        (samples.main, ["--root", root, "--split", "val", "--out", folder / "s.json", "--task",
+                        "intra_video_retrieval", "--seed", "-1"], ["--seed", "-1: a seed is"]),
+        # a split the release does not have (it read as a missing file)
+        (score.main, ["--root", root, "--split", "bogus", "--predictions", file], ["--split", "invalid choice"]),
     ]
 
 

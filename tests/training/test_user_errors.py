@@ -47,6 +47,8 @@ CASES = {
     # a value read by a config resolver (bank_folder), checked before anything resolves it
     "bad_modalities": (lambda t, sw18: ["train.py", "modalities=audio", *hydra_dirs(t)],
                        ["modalities must be one of", "'audio'"]),
+    "negative_seed": (lambda t, sw18: ["train.py", "seed=-1", *hydra_dirs(t)],
+                      ["seed=-1: a seed is a whole number from 0 to 4294967295"]),
     "refused_pair": (lambda t, sw18: ["train.py", "task=intra_video_retrieval", "model=lfb_cat", *hydra_dirs(t)],
                      ["model=lfb_cat does not fit task=intra_video_retrieval", "ivr_zero_shot"]),
     # raised inside Hydra's instantiate of the data config, which wraps it

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.benchmarks.egocross.dataset import DOMAINS, TESTBED_FILE, EgoCross
-from spacewalk.core.arguments import output_folder
+from spacewalk.core.arguments import output_folder, seed_value
 from spacewalk.core.command_errors import EXIT_USER_ERROR, user_errors_reported
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import atomic_dir, atomic_path, ensure_generated, write_json
@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.egocross.synthetic",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--root", required=True, type=output_folder)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_value, default=0)
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     try:

@@ -41,7 +41,7 @@ from spacewalk.benchmarks.egoschema.dataset import (
     VIDEO_DIR,
     EgoSchema,
 )
-from spacewalk.core.arguments import output_folder
+from spacewalk.core.arguments import output_folder, seed_value
 from spacewalk.core.command_errors import EXIT_USER_ERROR, user_errors_reported
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import atomic_dir, ensure_generated, write_json
@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.egoschema.synthetic",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--root", required=True, type=output_folder)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_value, default=0)
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     try:

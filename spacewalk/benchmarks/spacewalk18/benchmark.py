@@ -102,7 +102,9 @@ def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, unde
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, help="dataset root in the official layout (required)")
-    parser.add_argument("--split", default="test", help="split to score (default: test)")
+    # the release's splits (dataset.SPLITS; not imported here, so that --help answers at once)
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"),
+                        help="split to score (default: test)")
     parser.add_argument("--task", choices=TASKS, default="step_recognition",
                         help="default step_recognition")
     parser.add_argument("--questions", type=Path, default=None,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from spacewalk.benchmarks.spacewalk18.dataset import RETRIEVAL_DIR, SPLITS, Spacewalk18, samples_to_json
 from spacewalk.benchmarks.spacewalk18.sampler import SAMPLES_PER_VIDEO, recording_step_samples
-from spacewalk.core.arguments import output_file, positive_count
+from spacewalk.core.arguments import output_file, positive_count, seed_value
 from spacewalk.core.command_errors import user_errors_reported
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import write_json
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", choices=TASKS, default="step_recognition")
     parser.add_argument("--per-video", type=positive_count, default=SAMPLES_PER_VIDEO,
                         help="samples per video (2000)")
-    parser.add_argument("--seed", type=int, default=43, help="intra_video_retrieval: the seed (the authors' 43)")
+    parser.add_argument("--seed", type=seed_value, default=43,
+                        help="intra_video_retrieval: the seed (the authors' 43)")
     parser.add_argument("--draw", choices=("query_then_distance", "uniform_pair"), default="query_then_distance",
                         help="intra_video_retrieval: how a query and its distance are drawn "
                              "(spacewalk/benchmarks/spacewalk18/retrieval_sampler.py)")

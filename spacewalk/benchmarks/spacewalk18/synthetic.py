@@ -50,7 +50,7 @@ from spacewalk.benchmarks.spacewalk18.dataset import (
     samples_to_json,
 )
 from spacewalk.benchmarks.spacewalk18.sampler import step_samples
-from spacewalk.core.arguments import output_folder
+from spacewalk.core.arguments import output_folder, seed_value
 from spacewalk.core.command_errors import EXIT_USER_ERROR, user_errors_reported
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import atomic_dir, load_json, write_json, write_text
@@ -860,7 +860,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.synthetic",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--root", required=True, type=output_folder, help="where to write the dataset")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_value, default=0)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing root")
     args = parser.parse_args(argv)
     try:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from spacewalk.benchmarks.hirest.synthetic.generate import generate_hirest
 from spacewalk.benchmarks.hirest.synthetic.options import HiRESTOptions
-from spacewalk.core.arguments import output_folder
+from spacewalk.core.arguments import output_folder, seed_value
 from spacewalk.core.command_errors import EXIT_USER_ERROR, user_errors_reported
 
 
@@ -15,7 +15,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.hirest.synthetic",
                                      description="Write a synthetic HiREST in the release's layout.")
     parser.add_argument("--root", required=True, type=output_folder, help="where to write the dataset")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_value, default=0)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing root")
     args = parser.parse_args(argv)
     try:
