@@ -129,7 +129,11 @@ def test_settings_that_cannot_work_are_refused_when_the_backend_is_built():
                               ({"requests_per_minute": 0}, "requests_per_minute=0: a number above 0"),
                               ({"backoff_seconds": -1}, "backoff_seconds=-1: a number of at least 0"),
                               ({"max_backoff_seconds": "x"}, "max_backoff_seconds='x'"),
-                              ({"max_reply_bytes": 0}, "max_reply_bytes=0: a whole number above 0")):
+                              ({"max_reply_bytes": 0}, "max_reply_bytes=0: a whole number above 0"),
+                              ({"image_max_side": -5}, "image_max_side=-5: a whole number above 0"),
+                              ({"temperature": -1}, "temperature=-1: a number of at least 0"),
+                              ({"num_frames": None, "fps": -1.0}, "fps must be above 0"),
+                              ({"num_frames": None, "fps": 1.0, "max_frames": 0}, "max_frames must be at least 1")):
         with pytest.raises(ConfigError) as error:
             client(**settings)
         assert str(error.value).startswith(message), (settings, str(error.value))

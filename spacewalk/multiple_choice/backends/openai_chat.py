@@ -219,6 +219,8 @@ class OpenAIChatBackend(TokenLimited):
         _positive("backoff_seconds", backoff_seconds, strict=False)
         _positive("max_backoff_seconds", max_backoff_seconds, strict=False)
         _positive("max_reply_bytes", max_reply_bytes, whole=True)
+        _positive("image_max_side", image_max_side, allow_none=True, whole=True)
+        _positive("temperature", temperature, strict=False)
         self.model = model
         self.name = f"openai:{model}"
         self.base_url = os.environ.get(base_url_env, default_base_url).rstrip("/")
