@@ -6,6 +6,7 @@ takes seconds."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +40,12 @@ def empty_folder(tmp_path) -> str:
     return str(folder)
 
 
+def a_file(tmp_path) -> Path:
+    path = tmp_path / "a_file"
+    path.write_text("not a folder")
+    return path
+
+
 CASES = {
     # a config value that cannot be read, and one that reads as an empty window
     "bad_context": (lambda t, sw18: ["train.py", "context=7x", *hydra_dirs(t)],
@@ -47,6 +54,13 @@ CASES = {
     # a value read by a config resolver (bank_folder), checked before anything resolves it
     "bad_modalities": (lambda t, sw18: ["train.py", "modalities=audio", *hydra_dirs(t)],
                        ["modalities must be one of", "'audio'"]),
+    # a file where the run's or the sweep's folder must be (Hydra's own mkdir: a traceback)
+    "run_dir_under_a_file": (lambda t, sw18: ["evaluate.py", f"hydra.run.dir={a_file(t) / 'run'}",
+                                              f"paths.data_dir={t / 'data'}"],
+                             ["hydra.run.dir=", "a_file is a file (above ", "give another hydra.run.dir"]),
+    "sweep_dir_a_file": (lambda t, sw18: ["evaluate.py", "-m", f"hydra.sweep.dir={a_file(t)}", "context=1min,2min",
+                                          f"paths.data_dir={t / 'data'}"],
+                         ["hydra.sweep.dir=", "a_file is a file, where the run's folder must be"]),
     "negative_seed": (lambda t, sw18: ["train.py", "seed=-1", *hydra_dirs(t)],
                       ["seed=-1: a seed is a whole number from 0 to 4294967295"]),
     "refused_pair": (lambda t, sw18: ["train.py", "task=intra_video_retrieval", "model=lfb_cat", *hydra_dirs(t)],
