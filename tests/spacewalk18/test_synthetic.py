@@ -254,7 +254,7 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
 def test_cli_refuses_an_existing_root(root, capsys):
     with pytest.raises(SystemExit) as exit_:
         synthetic.main(["--root", str(root)])
-    assert exit_.value.code == 1 and "exists" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "exists" in capsys.readouterr().err
 
 
 def test_bad_options_are_refused():
