@@ -41,7 +41,7 @@ def from_mapping(cls: type[T], values: Mapping[str, Any] | None, where: str) -> 
 def fits(value: Any, expected: Any) -> bool:
     """Whether `value` is of the annotated type: the plain types (an int where a float belongs, as YAML writes
     2 for 2.0; never a bool where a number belongs), None, unions, and containers by their kind alone (a tuple
-    field takes a list, which is how a config holds one)."""
+    field takes a list or a config's ListConfig, which is how a config holds one)."""
     if expected is Any or isinstance(expected, TypeVar):
         return True
     origin = typing.get_origin(expected)
@@ -54,7 +54,7 @@ def fits(value: Any, expected: Any) -> bool:
     if origin is not None:
         expected = origin
     if isinstance(expected, type) and issubclass(expected, Sequence) and expected not in (str, bytes):
-        return isinstance(value, (tuple, list))
+        return isinstance(value, Sequence) and not isinstance(value, (str, bytes))  # a config's ListConfig too
     if isinstance(expected, type) and issubclass(expected, Mapping):
         return isinstance(value, Mapping)
     if expected is float:

@@ -32,6 +32,9 @@ def test_keys_and_types_are_checked_naming_the_config_key():
     assert from_mapping(Settings, {"count": 2, "rate": 3, "span": [1, 2], "size": None}, "x") == \
         Settings(count=2, rate=3, span=[1, 2])  # an int where a float belongs; a list where a tuple does
     assert from_mapping(Settings, None, "x") == Settings()
+    from omegaconf import OmegaConf  # what Hydra passes when it does not convert: a DictConfig of ListConfigs
+
+    assert from_mapping(Settings, OmegaConf.create({"span": [1, 2]}), "x").span == [1, 2]
     for values, message in (({"cuont": 2}, "x.cuont: not a setting (did you mean count?); the settings are count, "
                                            "rate, name, on, size, span"),
                             ({"count": "abc"}, "x.count='abc': expected a whole number"),
