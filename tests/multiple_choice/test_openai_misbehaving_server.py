@@ -48,17 +48,17 @@ def refusal(backend, items) -> tuple[str, float]:
 
 
 def test_a_trickled_reply_is_cut_off_at_the_deadline_and_retried(stub, items):
-    # 80 bytes a byte every 0.05 s would take 4 s; each attempt has 0.4 s in all
-    stub.queue = [Raw(chat_reply("Answer: A"), seconds_per_byte=0.05)]
+    # 80 bytes a byte every 0.1 s would take 8 s; each attempt has 0.4 s in all
+    stub.queue = [Raw(chat_reply("Answer: A"), seconds_per_byte=0.1)]
     message, took = refusal(client(), items[:1])
     assert message == (f"{stub.url}/chat/completions: item q00: gave up after 1 attempts; last: no complete reply "
                        "within timeout_seconds=0.4")
-    assert took < 2.0, took  # the deadline bounds the whole reply, not each byte's wait
+    assert took < 4.0, took  # the deadline bounds the whole reply, not each byte's wait (a loaded machine's margin)
     # the headers trickled too (a server that stalls before its status line): the same deadline
     stub.queue = [Raw(chat_reply("Answer: A"), delay=5.0)]
     assert "no complete reply within timeout_seconds=0.4" in refusal(client(), items[:1])[0]
     # a retry gets the next, prompt, reply
-    stub.queue = [Raw(chat_reply("Answer: A"), seconds_per_byte=0.05), (200, "Answer: C", 0)]
+    stub.queue = [Raw(chat_reply("Answer: A"), seconds_per_byte=0.1), (200, "Answer: C", 0)]
     assert [r.text for r in ask(client(max_retries=1), items[:1])] == ["Answer: C"]
 
 
@@ -66,7 +66,7 @@ def test_a_request_never_answered_ends_after_every_attempt_has_had_its_time(stub
     stub.queue = [(200, "Answer: A", 30.0)] * 2
     message, took = refusal(client(timeout_seconds=0.2, max_retries=1), items[:1])
     assert "item q00: gave up after 2 attempts; last: no complete reply within timeout_seconds=0.2" in message
-    assert took < 2.0, took
+    assert took < 4.0, took  # not the 30 s the server would take
 
 
 def test_a_reply_over_the_size_limit_is_refused_and_never_recorded(stub, items, tmp_path):
@@ -114,10 +114,9 @@ def test_server_errors_and_cut_connections_are_retried_then_named(stub, items):
 def test_a_refused_connection_is_retried_then_named(monkeypatch, items):
     url = refused_url()
     monkeypatch.setenv("TEST_BASE_URL", url)
-    message, took = refusal(client(max_retries=2), items[:1])
+    message, _ = refusal(client(max_retries=2), items[:1])
     assert message.startswith(f"{url}/chat/completions: item q00: gave up after 3 attempts; last: "
                               "ConnectionRefusedError"), message
-    assert took < 2.0
 
 
 def test_settings_that_cannot_work_are_refused_when_the_backend_is_built():
@@ -162,3 +161,10 @@ def test_the_command_ends_with_one_line_and_run_json_records_the_limits(stub, tm
     assert len((run_dir / "records.jsonl").read_text().splitlines()) == 1
     model = json.loads((run_dir / "run.json").read_text())["model"]
     assert (model["timeout_seconds"], model["max_reply_bytes"]) == (5, 100000)
+
+
+def test_https_to_a_server_that_does_not_speak_it_is_named_at_once(stub, monkeypatch, items):
+    url = stub.url.replace("http://", "https://")  # the stub speaks plain HTTP: the TLS handshake fails
+    monkeypatch.setenv("TEST_BASE_URL", url)
+    message, _ = refusal(client(max_retries=3, backoff_seconds=5.0), items[:1])  # a retry would wait 5 s
+    assert message.startswith(f"{url}/chat/completions: item q00: SSLError: ") and "gave up" not in message

@@ -46,6 +46,7 @@ import logging
 import math
 import os
 import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -302,6 +303,8 @@ class OpenAIChatBackend(TokenLimited):
             if expired.is_set():
                 raise _Retry(f"no complete reply within timeout_seconds={self.timeout:g}") from None
             reason = e.reason if isinstance(e, urllib.error.URLError) else e
+            if isinstance(reason, ssl.SSLError):  # a certificate or protocol mismatch: the same on every attempt
+                raise ServerError(f"{type(reason).__name__}: {reason}") from None
             raise _Retry(f"{type(reason).__name__}: {reason}") from None
         finally:
             timer.cancel()
