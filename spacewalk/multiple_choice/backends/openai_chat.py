@@ -20,9 +20,9 @@ Each attempt has `timeout_seconds` in all, from connecting to the reply's last b
 reply, or never answers, is cut off then: a socket timeout alone bounds each read, not the reply), and a reply
 of more than `max_reply_bytes` is refused as it arrives. A 429, a 5xx, a timeout, a refused or dropped
 connection is retried after an exponential backoff (`backoff_seconds * 2**attempt`, or the server's Retry-After
-when it says), up to `max_retries` times; then, or at once for any other HTTP error, a reply that is not JSON,
-too large, or holds no answer (no `choices`), a `ServerError` names the URL, the status, the item and what came
-back (a command ends on it with one `error:` line, exit code 2). The run stops after recording the replies
+when it says), up to `max_retries` times; then, or at once for any other HTTP error, a TLS error, a reply that
+is not JSON, too large, or holds no answer (no `choices`), a `ServerError` names the URL, the status, the item
+and what came back (a command ends on it with one `error:` line, exit code 2). The run stops after recording the replies
 already in (re-running resumes), and the other requests in flight stop retrying.
 Each reply's meta says what the model was shown (`visuals`: per visual, in prompt order, its kind, frame
 count and frame size as sent). Standard library only (urllib, threads).
