@@ -62,6 +62,7 @@ def _split_videos(root: Path, split: str) -> dict[str, dict]:
 
 
 def _frame_hashes(path: Path) -> list[str]:
+    """Each decoded frame's digest: uint8 pixels, compared between two generations on this machine (exact)."""
     with av.open(str(path)) as container:
         return [hashlib.sha1(f.to_ndarray(format="rgb24").tobytes()).hexdigest() for f in container.decode(video=0)]
 

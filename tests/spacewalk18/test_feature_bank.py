@@ -504,7 +504,8 @@ def test_a_29_97_fps_recording_is_read_on_the_benchmark_clock(tiny_root, tmp_pat
 
 
 class DigestVideo(FakeVideo):
-    """FakeVideo that also keeps a digest of every clip's pixels, in the order the clips came."""
+    """FakeVideo that also keeps a digest of every clip's pixels, in the order the clips came (uint8 pixels
+    decoded on this machine by either builder: integers, so their digests compare them exactly)."""
 
     def __init__(self, averages_frames: bool):
         super().__init__()

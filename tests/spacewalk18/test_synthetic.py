@@ -166,7 +166,7 @@ def test_same_seed_same_dataset(root, tmp_path):
     assert first.keys() == second.keys()
     for name in first:
         if name.endswith(".mp4"):
-            np.testing.assert_array_equal(_frames(root / name), _frames(again / name))
+            np.testing.assert_array_equal(_frames(root / name), _frames(again / name))  # both rendered here
         else:
             assert first[name] == second[name], name
     other = generate(tmp_path / "other", seed=4, progress=False, **TINY)

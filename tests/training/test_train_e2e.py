@@ -76,7 +76,7 @@ def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path):
 
     again = tmp_path / "again"
     run("evaluate.py", tmp_path, f"ckpt_path={best[0]}", f"hydra.run.dir={again}")
-    for name in ("Accuracy", "mAP", "IoU"):
+    for name in ("Accuracy", "mAP", "IoU"):  # the same checkpoint and batches on the same machine: exact
         assert metrics(again)[name] == metrics(run_dir)[name]
     assert metrics(again)["intervals"] == m["intervals"]  # the same predictions and seed: the same intervals
     # the re-test records its own command; a table reads its keys from the trained run (spacewalk.run_dirs)
@@ -148,6 +148,10 @@ def test_two_process_ddp_equals_one_process(tmp_path, recipe):
     run("train.py", tmp_path, *recipe, "logger=csv", "plots=false", "trainer=ddp",
         "trainer.accelerator=cpu", "trainer.devices=2", f"hydra.run.dir={two}")
     a, b = metrics(one), metrics(two)
+    # Accuracy, mAP and IoU are decisions on the scores: exact, though two processes sum the gradients in another
+    # order, because that moves the scores by about 1e-6 (lfb_cat; zero_shot trains nothing: 0) and no decision
+    # of lfb_cat lies that close to its edge (measured: 7e-4 between a class's closest distinct scores, 0.14
+    # between a sample's two best steps, 1.7 between its best and tau)
     for name in ("Accuracy", "mAP", "IoU"):
         assert a[name] == b[name]
     assert a["per_video"] == b["per_video"]

@@ -20,7 +20,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from spacewalk.benchmarks.registry import Benchmark, Release, ScoreCommand, ScoringFailed, UsageError, pinned
+from spacewalk.benchmarks.registry import (
+    Benchmark,
+    LmmsEvalTask,
+    Release,
+    ScoreCommand,
+    ScoringFailed,
+    UsageError,
+    pinned,
+)
 from spacewalk.core.arguments import non_negative_number, positive_count
 
 TASKS = ("closeqa", "openqa")
@@ -140,6 +148,22 @@ def rescore(run_dir: Path, config: dict[str, Any]):
     return rescore_run(run_dir, config)
 
 
+_CLOSEQA_NOTES = """\
+EgoCross CloseQA: the release's frames of each question, then the authors' prompt to the character
+(spacewalk/benchmarks/egocross/closeqa.py), which asks for JSON {"prediction": "<letter>", "reason": ...}.
+- Parsing: the authors' rule. The whole reply as JSON, else its first {...} block; the prediction is right
+  iff it equals the answer's letter after lower-casing. A bare "B", "B: 3" or a reply cut before its closing
+  brace is wrong, as in the authors' scripts, where lmms-eval's habit (the first option letter in the reply, a
+  random option when none) would read a letter; a reply naming no option is counted in `unparsable`.
+- Frames: every frame the release lists for the question (pre-extracted at 0.5 fps; CholecTrack20 at 1 fps), as
+  images in order; a model's own image limit may thin them. `python evaluate.py`'s backends thin them by their
+  frame rule; the scoring of a reply is the same.
+- Reply length: 2048 new tokens, the authors' limit for open models. Their API scripts send no limit; lmms-eval
+  sends `max_new_tokens` to every model, so API models get 2048 here too.
+- accuracy: percent over the questions, as the authors' scripts print it; per domain, dataset, category and
+  question type come with the imported run (`import`).
+"""
+
 BENCHMARK = Benchmark(
     name="egocross",
     release=Release(files=FILES, validate=validate,
@@ -147,4 +171,7 @@ BENCHMARK = Benchmark(
     scores=(ScoreCommand("egocross", "EgoCross: CloseQA accuracy, OpenQA with an LLM judge", arguments, score,
                          description=__doc__),),
     rescore=rescore,
+    lmms_eval=(LmmsEvalTask("egocross_closeqa", "spacewalk.benchmarks.egocross.task.open_egocross", {"qa": "closeqa"},
+                            limit="limit", metrics={"accuracy": True, "unparsable": False}, data_config="egocross",
+                            notes=_CLOSEQA_NOTES),),
 )

@@ -11,7 +11,8 @@ the class after the label (`(label + 1) % (K + 1)`), certainly wrong, so that
 `python -m spacewalk.score` on predictions.json gives metrics.json's Accuracy and IoU. (IoU then counts
 that interval for a class the model never chose; there is no "no answer" value in the official format.)
 
-`samples_per_video` takes an evenly spaced subset of each video's official samples (in order) for cost;
+`samples_per_video` takes an evenly spaced subset of each video's official samples (in order) for cost
+(`max_videos` the first videos, `max_items` the first samples in item order);
 its metrics are the official rules applied to the subset (IoU's intervals come from the subset's
 neighbours), not the official numbers, and the predictions are written to `predictions.subset.json` with
 the subset's samples in `samples.subset.json`.
@@ -92,10 +93,12 @@ class StepRecognitionQuestions:
     answer_limits = ANSWER_LIMITS  # a number 0..K, or a rating 1-10 (StepRatingQuestions): the QA task's limit
 
     def __init__(self, dataset: Spacewalk18, split: str = "test", context: float | str = 300.0,
-                 samples_per_video: int | None = None, max_videos: int | None = None, summary: str = "none"):
+                 samples_per_video: int | None = None, max_videos: int | None = None, summary: str = "none",
+                 max_items: int | None = None):
         self.summary = check_summary(summary)
         check_limit(samples_per_video, "samples_per_video")
         check_limit(max_videos, "max_videos")
+        check_limit(max_items, "max_items")
         self.dataset = dataset
         self.split = split
         self.w = parse_duration(context)
@@ -104,6 +107,13 @@ class StepRecognitionQuestions:
         self.all_samples = dataset.step_samples(split)
         videos = list(self.all_samples)[:max_videos] if max_videos is not None else list(self.all_samples)
         self.samples = {v: subset(self.all_samples[v], samples_per_video) for v in videos}
+        if max_items is not None:  # the first N samples in item order (lmms-eval's --limit N), after the others
+            kept, left = {}, max_items
+            for v, samples in self.samples.items():
+                if left > 0:
+                    kept[v], left = samples[:left], left - len(samples[:left])
+            self.samples = kept
+            videos = list(kept)
         self.complete = videos == list(self.all_samples) and all(
             len(self.samples[v]) == len(self.all_samples[v]) for v in videos)
         self._items: list[MultipleChoiceItem] | None = None
@@ -237,13 +247,16 @@ def step_recognition_questions_task(root: str | Path | None = None, synthetic_ro
                                     seed: int = 0, synthetic: Mapping[str, Any] | None = None, split: str = "test",
                                     context: float | str = 300.0, samples_per_video: int | None = None,
                                     max_videos: int | None = None, summary: str = "none",
-                                    form: str = "question") -> StepRecognitionQuestions:
+                                    form: str = "question", max_items: int | None = None
+                                    ) -> StepRecognitionQuestions:
     """The `data=spacewalk18_step_questions` config; `form`: "question" (one question with K + 1 choices per
-    sample) or "rating" (K + 1 rating questions per sample, StepRatingQuestions)."""
+    sample) or "rating" (K + 1 rating questions per sample, StepRatingQuestions); `max_items`: the first N
+    samples (after `samples_per_video` and `max_videos`), each with its K + 1 ratings in the rating form."""
     forms = {"question": StepRecognitionQuestions, "rating": StepRatingQuestions}
     if form not in forms:
         raise ConfigError(f"form must be one of {sorted(forms)}, got {form!r}")
     check_limit(samples_per_video, "samples_per_video")  # before anything is generated or read
     check_limit(max_videos, "max_videos")
+    check_limit(max_items, "max_items")
     return forms[form](open_spacewalk18(root, synthetic_root, seed, synthetic), split, context, samples_per_video,
-                       max_videos, summary)
+                       max_videos, summary, max_items)
