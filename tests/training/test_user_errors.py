@@ -61,6 +61,9 @@ CASES = {
     "sweep_dir_a_file": (lambda t, sw18: ["evaluate.py", "-m", f"hydra.sweep.dir={a_file(t)}", "context=1min,2min",
                                           f"paths.data_dir={t / 'data'}"],
                          ["hydra.sweep.dir=", "a_file is a file, where the run's folder must be"]),
+    # a key the config's _target_ does not take (Hydra's TypeError, exit 1 before)
+    "key_not_taken": (lambda t, sw18: ["evaluate.py", "+model.nonsense=1", f"data.root={sw18()}", *hydra_dirs(t)],
+                      ["model: RandomBaseline.__init__() got an unexpected keyword argument 'nonsense'"]),
     "negative_seed": (lambda t, sw18: ["train.py", "seed=-1", *hydra_dirs(t)],
                       ["seed=-1: a seed is a whole number from 0 to 4294967295"]),
     "refused_pair": (lambda t, sw18: ["train.py", "task=intra_video_retrieval", "model=lfb_cat", *hydra_dirs(t)],
