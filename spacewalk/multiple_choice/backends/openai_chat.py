@@ -253,15 +253,16 @@ class OpenAIChatBackend(TokenLimited):
 
     # ---- HTTP ----
 
-    def _wait_for_rate_limit(self) -> None:
+    def _wait_for_rate_limit(self) -> float:
         """Block until this request's turn: each request takes the next free slot `min_interval` after the one
-        before, whichever thread asks."""
+        before, whichever thread asks. Returns the slot (a time.monotonic() value)."""
         with self._rate_lock:
             slot = max(time.monotonic(), self._last_request + self.min_interval)
             self._last_request = slot
         wait_for = slot - time.monotonic()
         if wait_for > 0:
             time.sleep(wait_for)
+        return slot
 
     def _attempt(self, request: urllib.request.Request) -> bytes:
         """One attempt's reply body (status 200), within `timeout` in all and `max_reply_bytes`. Raises _Retry
