@@ -296,9 +296,10 @@ def test_scoring_the_real_test_split_is_fast(real_test):
 
     ds, samples = real_test
     predictions, scores = random_predictions(ds, samples, 0)
-    start = time.perf_counter()
+    # CPU time of this process, not wall time: other jobs on the machine do not count against it
+    start = time.process_time()
     step_recognition_metrics(ds.recordings, samples, predictions, scores)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 # --------------------------------------------------------------------------------------------------
