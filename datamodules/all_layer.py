@@ -51,7 +51,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from datamodules.global_batches import EpochPermutation, share
 from datamodules.step_recognition import StepRecognitionDataModule
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, Window, context_windows
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, Window, context_windows
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.modalities import Modalities
 from spacewalk.encoders import uniform_frame_indices
@@ -395,13 +395,13 @@ class AllLayerDataModule(ShareLoaders, StepRecognitionDataModule):
             starts.append(start)
             ends.append(end)
             if self.frames == "cells" and video_id not in self.cell_times:
-                # the bank's own cell frames (spacewalk/benchmarks/spacewalk18/feature_bank.py:
+                # the bank's own cell frames (spacewalk/benchmarks/spacewalk18/features/bank.py:
                 # FeatureBank._video_arrays)
                 cfg = self.bank.config
                 self.cell_times[video_id] = [c.timestamps for c in segment_timestamps(
                     0.0, rec.duration, cfg.segment_seconds, cfg.fps, duration=rec.duration)]
             if self.text_cells and video_id not in self.cell_texts:
-                # the bank's own cell rule (spacewalk/benchmarks/spacewalk18/feature_bank.py: cell_text)
+                # the bank's own cell rule (spacewalk/benchmarks/spacewalk18/features/bank.py: cell_text)
                 index = TranscriptIndex(rec.transcript)
                 k, n = self.bank.config.segment_seconds, self.bank.load(video_id).num_cells
                 self.cell_texts[video_id] = [index.text_in(Window(j * k, min((j + 1) * k, rec.duration)))

@@ -18,8 +18,8 @@ import numpy as np
 import pytorch_lightning as pl
 from torch.utils.data import Dataset
 
-from spacewalk.benchmarks.spacewalk18.dataset import SPLITS, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
+from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.features.bank import BankConfig, FeatureBank, RecordingBank, unit_rows
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
 from spacewalk.media.grid import cell_span

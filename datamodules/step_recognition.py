@@ -59,9 +59,9 @@ from torch.utils.data import DataLoader
 
 from datamodules.bank_windows import BankWindowsDataModule, Indices
 from datamodules.global_batches import global_batch_sampler, share
-from spacewalk.benchmarks.spacewalk18.dataset import SPLITS, Recording, Spacewalk18, StepSample
-from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig
-from spacewalk.benchmarks.spacewalk18.windows import context_windows
+from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Recording, Spacewalk18, StepSample
+from spacewalk.benchmarks.spacewalk18.data.windows import context_windows
+from spacewalk.benchmarks.spacewalk18.features.bank import BankConfig
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
 from spacewalk.media.grid import cell_of, cell_span
@@ -122,7 +122,7 @@ class StepRecognitionDataModule(BankWindowsDataModule):
     def layout_blocks(self) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
         """The blocks of the layout as (modality, start, stop): of the clip and cells ([v], [t, t2] or [v, t, t2])
         and of the step features ([V], [narration, caption] or [V, narration, caption]); for block fusion
-        (spacewalk/benchmarks/spacewalk18/emissions.py)."""
+        (spacewalk/benchmarks/spacewalk18/decoding/emissions.py)."""
         widths = ([("video", self.feature_dim - (2 * self.bank.text_encoder.dim if self.modalities.text else 0))]
                   if self.modalities.video else [])
         if self.modalities.text:

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.decode_speed import frame_size, write_720p  # noqa: E402
 
-from spacewalk.benchmarks.spacewalk18.feature_bank import _batches  # noqa: E402
+from spacewalk.benchmarks.spacewalk18.features.bank import _batches  # noqa: E402
 from spacewalk.encoders.openclip import open_clip_video_encoder  # noqa: E402
 from spacewalk.media.frame_prefetch import DecodeAhead  # noqa: E402
 from spacewalk.media.video import dense_timestamps, open_video  # noqa: E402

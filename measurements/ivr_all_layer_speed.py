@@ -31,7 +31,7 @@ def main() -> None:
     from models.all_layer import TrainableTowers
     from models.intra_video_retrieval_all_layer import AllLayerRetrievalModule
     from spacewalk import encoders
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 
     torch.manual_seed(0)
     start = time.perf_counter()

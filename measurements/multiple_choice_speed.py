@@ -218,7 +218,7 @@ def one_hour_child(scratch: Path, config: str, max_tokens: int) -> None:
     defaults; prints one JSON line: peak RSS before and after the item, its meta (frames, size, visual tokens)."""
     import av
 
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
 
     task = question_answering_task(None, scratch / "hour", 0, HOUR_SYNTHETIC, max_items=1)
     (item,) = task.items()
@@ -238,7 +238,7 @@ def one_hour_child(scratch: Path, config: str, max_tokens: int) -> None:
 
 
 def one_hour(scratch: Path, config: str, max_tokens: int) -> None:
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
 
     question_answering_task(None, scratch / "hour", 0, HOUR_SYNTHETIC, max_items=1)  # generated here, not counted
     done = subprocess.run([sys.executable, __file__, "--one-hour-child", "--scratch", str(scratch),
@@ -289,7 +289,7 @@ def main() -> None:
         one_hour_child(args.scratch, args.model_config, args.max_tokens)
         return
 
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
     from spacewalk.multiple_choice import tiny_models
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -72,7 +72,7 @@ def freeze_first_blocks(tower: nn.Module, n: int) -> None:
 
 class TrainableTowers(nn.Module):
     reads_cells = False
-    takes_encoders = True  # spacewalk/training/build.py passes the run's encoders
+    takes_encoders = True  # spacewalk/training/spacewalk18_modules.py passes the run's encoders
 
     def __init__(self, dim: int, modalities: str | Modalities, video_encoder=None, text_encoder=None,
                  video_freeze_blocks: int = 0, text_freeze_blocks: int = 0, activation_checkpointing: bool = False,

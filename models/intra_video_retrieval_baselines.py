@@ -19,7 +19,7 @@ import logging
 import numpy as np
 
 from spacewalk.algorithms.tw_finch import tw_finch
-from spacewalk.benchmarks.spacewalk18.dataset import FPS
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS
 from spacewalk.core.errors import ConfigError
 
 log = logging.getLogger(__name__)

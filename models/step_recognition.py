@@ -40,10 +40,10 @@ from torch import nn
 
 from models.heads import head_reads_cells
 from models.irrelevant_threshold import OBJECTIVES, Objective, apply_threshold, fit_threshold
-from spacewalk.benchmarks.spacewalk18.dataset import Recording, StepSample
-from spacewalk.benchmarks.spacewalk18.predictions import write_step_predictions
-from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
-from spacewalk.benchmarks.spacewalk18.step_recognition_metric import StepRecognitionMetric, VideoOutputs
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, StepSample
+from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_step_predictions
+from spacewalk.benchmarks.spacewalk18.scoring.step_recognition_metric import StepRecognitionMetric, VideoOutputs
 from spacewalk.core.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from datamodules.bank_windows import window_text_features
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.heads import LinearHead
 from models.step_recognition import StepRecognitionModule
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, context_window
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, context_window
 from spacewalk.core.errors import DataError
 
 from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector, write_external_features
@@ -240,7 +240,7 @@ def test_each_process_collates_its_share_of_the_global_batch(dataset, tmp_path):
 
 
 def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset, tmp_path):
-    from spacewalk.benchmarks.spacewalk18.feature_bank import _probe, _resize
+    from spacewalk.benchmarks.spacewalk18.features.bank import _probe, _resize
     from spacewalk.media.video import open_video, sparse_timestamps
 
     encoder = FakeFrameVideo()
@@ -272,7 +272,7 @@ def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset
 
 
 def reader_frames(rec, times):
-    from spacewalk.benchmarks.spacewalk18.feature_bank import _probe, _resize
+    from spacewalk.benchmarks.spacewalk18.features.bank import _probe, _resize
     from spacewalk.media.video import open_video
 
     height, width, _ = _probe(rec.video_path, rec.video_id)

@@ -16,8 +16,8 @@ from models.all_layer import TrainableTowers
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead
 from models.intra_video_retrieval_all_layer import AllLayerRetrievalModule
 from spacewalk import encoders
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import RetrievalSamplerConfig
 from spacewalk.core.io import load_json
 from spacewalk.media.video import open_video, sparse_timestamps
 
@@ -120,7 +120,7 @@ def train(tmp, run_dir, *overrides):
 
 def scorer(tmp, run_dir, samples_per_video):
     """`python -m spacewalk.score` on the run's predictions, with the generated test samples as the test file."""
-    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import (
+    from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import (
         recording_retrieval_samples,
         retrieval_samples_to_json,
     )

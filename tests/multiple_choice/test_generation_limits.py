@@ -15,9 +15,12 @@ from spacewalk.benchmarks.egocross import openqa
 from spacewalk.benchmarks.egocross.task import ANSWER_LIMITS as EGOCROSS_LIMITS
 from spacewalk.benchmarks.egocross.task import EgoCrossCloseQATask, EgoCrossOpenQATask, open_egocross
 from spacewalk.benchmarks.egoschema.task import EgoSchemaTask
-from spacewalk.benchmarks.spacewalk18.question_answering import ANSWER_LIMITS as SPACEWALK18_LIMITS
-from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
-from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRatingQuestions, StepRecognitionQuestions
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import ANSWER_LIMITS as SPACEWALK18_LIMITS
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import (
+    StepRatingQuestions,
+    StepRecognitionQuestions,
+)
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTION_LIMITS, CaptionEnhancedBackend

@@ -12,10 +12,10 @@ import pytest
 
 from spacewalk import score
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
-from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
-from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
-from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRecognitionQuestions
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import StepRecognitionQuestions
+from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 from spacewalk.core.errors import DataError
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import RandomBackend, ScriptedBackend
@@ -453,7 +453,7 @@ def test_step_oracle_lists_the_steps_of_the_window(synthetic):
 
 
 def test_step_rating_asks_every_class_and_predicts_the_best_rated(synthetic, tmp_path):
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRatingQuestions
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import StepRatingQuestions
 
     task = StepRatingQuestions(synthetic, "test", "1min", samples_per_video=4)
     samples = StepRecognitionQuestions(synthetic, "test", "1min", samples_per_video=4).items()
@@ -506,7 +506,7 @@ def _task_with(name: str, setting: str, value):
     none is given."""
     from spacewalk.benchmarks.egocross.task import EgoCrossCloseQATask, EgoCrossOpenQATask
     from spacewalk.benchmarks.egoschema.task import EgoSchemaTask
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRatingQuestions
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import StepRatingQuestions
 
     tasks = {"egoschema": EgoSchemaTask, "egocross_closeqa": EgoCrossCloseQATask,
              "egocross_openqa": EgoCrossOpenQATask, "spacewalk18_qa": QuestionAnswering,
@@ -533,8 +533,8 @@ def test_a_limit_that_leaves_no_item_is_refused_naming_the_setting(task, setting
 def test_the_loaders_refuse_an_empty_limit_before_reading_anything(loader, setting, tmp_path):
     from spacewalk.benchmarks.egocross.task import open_egocross
     from spacewalk.benchmarks.egoschema.task import open_egoschema
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import step_recognition_questions_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import step_recognition_questions_task
 
     loaders = {"egoschema": open_egoschema, "egocross": open_egocross, "spacewalk18_qa": question_answering_task,
                "step_questions": step_recognition_questions_task}

@@ -8,10 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18 import summaries
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-from spacewalk.benchmarks.spacewalk18.question_answering import QA_INSTRUCTION, QuestionAnswering
-from spacewalk.benchmarks.spacewalk18.step_recognition_questions import INSTRUCTION, MISSION, StepRecognitionQuestions
+from spacewalk.benchmarks.spacewalk18.questions import summaries
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QA_INSTRUCTION, QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import (
+    INSTRUCTION,
+    MISSION,
+    StepRecognitionQuestions,
+)
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, IMAGE_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBackend

@@ -60,7 +60,7 @@ def scenarios(folder: Path) -> tuple[list[MultipleChoiceItem], list[Prompt]]:
     """Four items of extracted frames (clips of different lengths and sizes, a context clip, a still from a
     synthetic Spacewalk-18 video) with prompts of the kinds the tasks write."""
     from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-    from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
 
     qa = QuestionAnswering(open_spacewalk18(synthetic_root=folder / "synthetic", synthetic=SMALL), max_items=2)
     qa_items = qa.items()

@@ -16,7 +16,7 @@ from PIL import Image
 from test_multiple_choice_openai import Task
 
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import load_json
 from spacewalk.multiple_choice import runner

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.feature_bank import LOCKS, BankConfig, FeatureBank, RecordingBank
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, Window
+from spacewalk.benchmarks.spacewalk18.data.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, Window
+from spacewalk.benchmarks.spacewalk18.features.bank import LOCKS, BankConfig, FeatureBank, RecordingBank
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.media.grid import num_cells
 from spacewalk.media.video import dense_timestamps, segment_timestamps
@@ -308,7 +308,7 @@ def test_video_changes_and_a_recording_without_video(synthetic_copy, tmp_path, c
     ids = list(data.recordings)
     data.recordings[ids[0]].video_path.unlink()
     directory = tmp_path / "bank"
-    with caplog.at_level(logging.WARNING, logger="spacewalk.benchmarks.spacewalk18.feature_bank"):
+    with caplog.at_level(logging.WARNING, logger="spacewalk.benchmarks.spacewalk18.features.bank"):
         bank = FeatureBank(directory, data, FakeText(), FakeVideo(), SMALL)
         assert bank.build(progress=False) == ids
         assert bank.load(ids[0]).video is None and bank.load(ids[1]).video is not None
@@ -474,7 +474,7 @@ class FrameIds(FakeVideo):
 
 
 def test_a_29_97_fps_recording_is_read_on_the_benchmark_clock(tiny_root, tmp_path, monkeypatch):
-    from spacewalk.benchmarks.spacewalk18 import feature_bank
+    from spacewalk.benchmarks.spacewalk18.features import bank as feature_bank
 
     data = Spacewalk18(tiny_root)
     rec = data.recordings["01012020"]

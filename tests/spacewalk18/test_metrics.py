@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data import DistributedSampler
 
-from spacewalk.benchmarks.spacewalk18.dataset import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import (
     FPS,
     Question,
     Recording,
@@ -24,8 +24,8 @@ from spacewalk.benchmarks.spacewalk18.dataset import (
     Step,
     StepSample,
 )
-from spacewalk.benchmarks.spacewalk18.sampler import step_samples
-from spacewalk.benchmarks.spacewalk18.scoring import (
+from spacewalk.benchmarks.spacewalk18.data.step_sampler import step_samples
+from spacewalk.benchmarks.spacewalk18.scoring.official import (
     accuracy,
     average_precision,
     class_average_precisions,
@@ -35,7 +35,7 @@ from spacewalk.benchmarks.spacewalk18.scoring import (
     step_recognition_metrics,
     video_step_metrics,
 )
-from spacewalk.benchmarks.spacewalk18.step_recognition_metric import StepRecognitionMetric
+from spacewalk.benchmarks.spacewalk18.scoring.step_recognition_metric import StepRecognitionMetric
 
 
 def make_recording(video_id: str, bounds: list[tuple[int, int, int]], num_classes: int) -> Recording:

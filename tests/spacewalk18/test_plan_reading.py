@@ -1,7 +1,7 @@
-"""Reading QA answers off a decoded clip timeline (spacewalk/benchmarks/spacewalk18/plan_reading.py): each rule on
-posteriors
-written by hand, the chain, the place mentions, and the backend through the multiple-choice runner on the synthetic
-Spacewalk-18 (its questions, a bag-of-words text encoder), where reading the plan must beat chance in both modes."""
+"""Reading QA answers off a decoded clip timeline (spacewalk/benchmarks/spacewalk18/questions/plan_reading.py): each
+rule on posteriors written by hand, the chain, the place mentions, and the backend through the multiple-choice runner
+on the synthetic Spacewalk-18 (its questions, a bag-of-words text encoder), where reading the plan must beat chance in
+both modes."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import Sentence
-from spacewalk.benchmarks.spacewalk18.plan_decoding import PlanModel
-from spacewalk.benchmarks.spacewalk18.plan_reading import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import Sentence
+from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import PlanModel
+from spacewalk.benchmarks.spacewalk18.questions.plan_reading import (
     PlanReadingBackend,
     ReadingSettings,
     _Clip,
@@ -23,7 +23,7 @@ from spacewalk.benchmarks.spacewalk18.plan_reading import (
     side_scores,
     third_seconds,
 )
-from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
 from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice import runner
 
@@ -132,7 +132,7 @@ def test_backend_beats_chance_on_synthetic_questions_through_the_runner(syntheti
 
 
 def test_choose_settings_keeps_the_best_and_the_earlier_of_equals(synthetic_root, tmp_path):
-    from spacewalk.benchmarks.spacewalk18.plan_reading import choose_settings
+    from spacewalk.benchmarks.spacewalk18.questions.plan_reading import choose_settings
 
     backend = PlanReadingBackend(BagOfWords(), root=synthetic_root, bank_dir=tmp_path / "bank", pool=0)
     items = QuestionAnswering(backend.dataset).items()

@@ -8,14 +8,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, NOT_ANNOTATED, RETRIEVAL_DIR, Segment, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.retrieval_sampler import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, NOT_ANNOTATED, RETRIEVAL_DIR, Segment, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import (
     RetrievalSamplerConfig,
     recording_retrieval_samples,
     retrieval_samples,
     video_rng,
 )
-from spacewalk.benchmarks.spacewalk18.samples import main
+from spacewalk.benchmarks.spacewalk18.data.samples import main
 from spacewalk.core.io import load_json
 
 MARGIN = 15 * FPS  # frames, written out here rather than taken from the sampler

@@ -13,7 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import spacewalk.benchmarks.spacewalk18.synthetic as synthetic
-from spacewalk.benchmarks.spacewalk18.dataset import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import (
     FPS,
     IRRELEVANT_DESCRIPTION,
     NOT_ANNOTATED,
@@ -23,7 +23,7 @@ from spacewalk.benchmarks.spacewalk18.dataset import (
     frame_of,
     samples_to_json,
 )
-from spacewalk.benchmarks.spacewalk18.sampler import step_samples
+from spacewalk.benchmarks.spacewalk18.data.step_sampler import step_samples
 from spacewalk.benchmarks.spacewalk18.synthetic import (
     LOCATIONS,
     OBJECTS,

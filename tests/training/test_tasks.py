@@ -131,7 +131,7 @@ def test_an_empty_or_negative_context_is_refused_before_reading_data(entry, over
 
 
 def test_the_step_questions_refuse_an_empty_window_when_built_directly():
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRecognitionQuestions
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import StepRecognitionQuestions
 
     # refused before the dataset is read (so none is needed here)
     with pytest.raises(ValueError, match="context=0s: the window must be longer than 0 s"):

@@ -579,7 +579,7 @@ def read_caption_pairs(predictions: Source, gt: Mapping[str, dict]) -> list[Capt
 
 def _clip_inputs(pairs: Sequence[CaptionPair], frame_dir: Path) -> list[Any]:
     """Frames of each pair's video as the authors find them: `<frame_dir>/<video>/*.jpg` by frame number."""
-    from spacewalk.benchmarks.hirest.captioning_scores import ClipInput, frame_sort_key
+    from spacewalk.benchmarks.hirest.captioning_metrics import ClipInput, frame_sort_key
 
     frames = {}
     for video in dict.fromkeys(p.video for p in pairs):
@@ -599,7 +599,9 @@ def score_step_captioning(predictions: Source, gt: Source, categories: Source | 
     `predictions`: `{video: {"captions": [{"sentence": str}, ...]}}`; `gt`: the formatted step GT.
     `scorer`: a `captioning_scores.CaptionScorer` to reuse (its METEOR process); one is made otherwise.
     """
-    from spacewalk.benchmarks.hirest.captioning_scores import CaptionScorer  # Java-backed; imported only for captioning
+    from spacewalk.benchmarks.hirest.captioning_metrics import (
+        CaptionScorer,  # Java-backed; imported only for captioning
+    )
 
     steps, _ = read_moment_gt(gt, with_captions=True)
     pairs = read_caption_pairs(predictions, steps)

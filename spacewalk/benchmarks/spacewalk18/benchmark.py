@@ -68,7 +68,7 @@ def videos(root: Path) -> dict[str, str]:
 
 
 def validate(root: Path):
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 
     dataset = Spacewalk18(root)
     for split in ("train", "val", "test"):
@@ -79,9 +79,9 @@ def validate(root: Path):
 def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str,
                       questions: Path | None = None) -> dict[str, Any]:
     # imported here so `--help` and argument errors answer at once
-    from spacewalk.benchmarks.spacewalk18 import predictions as pred_files
-    from spacewalk.benchmarks.spacewalk18 import scoring as metrics
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.scoring import official as metrics
+    from spacewalk.benchmarks.spacewalk18.scoring import predictions as pred_files
 
     dataset = Spacewalk18(root)
     if task == "step_recognition":
@@ -93,7 +93,7 @@ def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, unde
         if split != "test" and questions is None:
             raise DataError(f"video QA has only a test split, not {split!r} (generated questions of other "
                             "recordings: --questions FILE, from python -m "
-                            "spacewalk.benchmarks.spacewalk18.question_generator)")
+                            "spacewalk.benchmarks.spacewalk18.questions.question_generator)")
         asked = dataset.questions(questions)
         return metrics.qa_accuracy(pred_files.read_qa_predictions(predictions, asked), asked)
     samples = dataset.retrieval_samples(split)
@@ -108,7 +108,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions", type=Path, default=None,
                         help="question_answering: a question file in the official format to score against "
                              "(default: the release's tasks/question_answering/test.json); e.g. val questions "
-                             "written by python -m spacewalk.benchmarks.spacewalk18.question_generator")
+                             "written by python -m spacewalk.benchmarks.spacewalk18.questions.question_generator")
     parser.add_argument("--undefined", choices=("exclude", "error"), default="exclude",
                         help="a class with no positive sample (AP) or neither GT nor prediction (IoU), where the "
                              "authors' code divides by zero: leave it out of the mean, or fail")

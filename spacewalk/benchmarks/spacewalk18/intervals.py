@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import Recording, RetrievalSample, StepSample
-from spacewalk.benchmarks.spacewalk18.scoring import resampled_accuracies, resampled_mean_average_precisions
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, RetrievalSample, StepSample
+from spacewalk.benchmarks.spacewalk18.scoring.official import resampled_accuracies, resampled_mean_average_precisions
 from spacewalk.bootstrap import BootstrapOptions, grouped_interval
 
 RECORDINGS_THEN_SAMPLES = "recordings, then samples within them"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.benchmarks.release_or_synthetic import dataset_root
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import (
     ANNOTATION_FILE,
     FPS,
     IRRELEVANT_DESCRIPTION,
@@ -49,7 +49,7 @@ from spacewalk.benchmarks.spacewalk18.dataset import (
     frame_of,
     samples_to_json,
 )
-from spacewalk.benchmarks.spacewalk18.sampler import step_samples
+from spacewalk.benchmarks.spacewalk18.data.step_sampler import step_samples
 from spacewalk.core.command_errors import user_errors_reported
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import atomic_dir, load_json, write_json, write_text

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import Sentence
+from spacewalk.benchmarks.spacewalk18.data.dataset import Sentence
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import Question, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import Question, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, Window
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-from spacewalk.benchmarks.spacewalk18.predictions import write_qa_predictions
-from spacewalk.benchmarks.spacewalk18.scoring import qa_accuracy
-from spacewalk.benchmarks.spacewalk18.summaries import check_summary, summary_parts
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, Window
+from spacewalk.benchmarks.spacewalk18.questions.summaries import check_summary, summary_parts
+from spacewalk.benchmarks.spacewalk18.scoring.official import qa_accuracy
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_qa_predictions
 from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
@@ -56,7 +56,7 @@ def choices_block(options: Sequence[str], labels: Sequence[str]) -> str:
 class QuestionAnswering:
     """The Spacewalk-18 QA task. `transcript_in_prompt` adds the clip's transcript to the prompt in the words
     of the step-recognition prompt (the paper's QA prompt has the video only; a text-only model needs it).
-    `summary` (Table 4, spacewalk/benchmarks/spacewalk18/summaries.py): "none", "animation" (the mission's animated
+    `summary` (Table 4, questions/summaries.py): "none", "animation" (the mission's animated
     preview), "step_oracle" (the steps that occur in the clip, captions and middle frames) or
     "step_oracle_captions"; it goes after the clip (and the transcript sentence), before the instruction."""
 

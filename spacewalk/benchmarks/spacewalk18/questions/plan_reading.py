@@ -24,10 +24,10 @@ Two modes, never mixed (`steps`):
   option's three tasks): each is a state scored by its caption alone, with one "something else" state
   (Irrelevant or an unnamed step) and switches uniform among them: what the question itself gives;
 - "recording": the chain is the recording's whole step list (captions and narrations) with the plan decoder's
-  chain (spacewalk/benchmarks/spacewalk18/plan_decoding.py PlanModel: step-list offsets and durations from the train
+  chain (decoding/plan_decoder.py PlanModel: step-list offsets and durations from the train
   annotations), the tasks read off it by caption: more than the QA protocol gives, reported apart.
 Both read only the clip's own transcript. Everything learned comes from train (the emission weights, the chain);
-the settings are chosen on generated val questions (spacewalk/benchmarks/spacewalk18/question_generator.py).
+the settings are chosen on generated val questions (spacewalk/benchmarks/spacewalk18/questions/question_generator.py).
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax
 
 from spacewalk.algorithms.hmm import forward_backward
-from spacewalk.benchmarks.spacewalk18.dataset import NOT_ANNOTATED, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.feature_bank import FeatureBank, RecordingBank
-from spacewalk.benchmarks.spacewalk18.plan_decoding import PlanModel, cell_labels
-from spacewalk.benchmarks.spacewalk18.question_generator import ABSENT, BEFORE_AFTER, ORDER, THIRDS, WHEN
+from spacewalk.benchmarks.spacewalk18.data.dataset import NOT_ANNOTATED, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import PlanModel, cell_labels
+from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank, RecordingBank
+from spacewalk.benchmarks.spacewalk18.questions.question_generator import ABSENT, BEFORE_AFTER, ORDER, THIRDS, WHEN
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.task import Prompt, Reply
@@ -455,19 +455,19 @@ def choose_settings(backend: PlanReadingBackend, items: Sequence[MultipleChoiceI
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m spacewalk.benchmarks.spacewalk18.plan_reading --root R --questions VAL.json --steps options|recording
-    --grid '{"pool": [1, 2], ...}' [--bank-dir DIR] [--out table.json]: every candidate's accuracy on the
-    (generated val) questions, and the chosen settings (the best; ties: the earlier candidate)."""
+    """python -m spacewalk.benchmarks.spacewalk18.questions.plan_reading --root R --questions VAL.json --steps
+    options|recording --grid '{"pool": [1, 2], ...}' [--bank-dir DIR] [--out table.json]: every candidate's accuracy
+    on the (generated val) questions, and the chosen settings (the best; ties: the earlier candidate)."""
     import argparse
     import itertools
     import json
 
-    from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
     from spacewalk.core.command_errors import user_errors_reported
     from spacewalk.core.io import write_json
     from spacewalk.encoders.sentence import minilm_text_encoder
 
-    parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.plan_reading",
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.questions.plan_reading",
                                      description="Choose mc_plan's settings on generated val questions.")
     parser.add_argument("--root", required=True, type=Path, help="the Spacewalk-18 release")
     parser.add_argument("--questions", required=True, type=Path, help="a question file (val: question_generator)")

@@ -33,8 +33,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import log_softmax, softmax
 
-from spacewalk.benchmarks.spacewalk18.dataset import NOT_ANNOTATED
-from spacewalk.benchmarks.spacewalk18.plan_decoding import Calibration
+from spacewalk.benchmarks.spacewalk18.data.dataset import NOT_ANNOTATED
+from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import Calibration
 from spacewalk.core.errors import ConfigError
 
 RECORDING_CALIBRATIONS = ("none", "center", "standardize")

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from filelock import FileLock
 
-from spacewalk.benchmarks.spacewalk18.dataset import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import (
     FPS,
     IRRELEVANT_DESCRIPTION,
     Recording,
     Spacewalk18,
     load_transcript,
 )
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, Window
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, Window
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import atomic_dir, load_json, write_json
 from spacewalk.media.frame_prefetch import DecodeAhead, check_settings

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, RetrievalSample
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, NOT_ANNOTATED, Recording, RetrievalSample
 from spacewalk.core.io import atomic_path
 
 

@@ -1,8 +1,7 @@
 """The official step-recognition metrics as a torchmetrics Metric, correct under DDP.
 
-Kept apart from spacewalk.benchmarks.spacewalk18.scoring so the scoring core (and `python -m spacewalk.score`) stays
-numpy-only
-and starts fast; this module is for training loops.
+Kept apart from `official` so the scoring core (and `python -m spacewalk.score`) stays numpy-only and starts fast;
+this module is for training loops.
 """
 
 from __future__ import annotations
@@ -16,8 +15,12 @@ import torch
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
-from spacewalk.benchmarks.spacewalk18.dataset import Recording, StepSample
-from spacewalk.benchmarks.spacewalk18.scoring import Undefined, check_undefined_policy, step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, StepSample
+from spacewalk.benchmarks.spacewalk18.scoring.official import (
+    Undefined,
+    check_undefined_policy,
+    step_recognition_metrics,
+)
 
 
 class VideoOutputs(NamedTuple):

@@ -1,7 +1,7 @@
 r"""Spacewalk-18 video QA questions from the step annotations, for any recordings (the benchmark's question
 templates, App. A.4.2; BENCHMARKS.md 1.6), in the official format of tasks/question_answering/test.json.
 
-    python -m spacewalk.benchmarks.spacewalk18.question_generator --root R --split val --out FILE [--seed 0] \
+    python -m spacewalk.benchmarks.spacewalk18.questions.question_generator --root R --split val --out FILE [--seed 0] \
         [--before-after 20] [--when 11] [--order 10] [--absent-share 0] [--window 3600]
 
 The QA task has only a test split; this gives val (and train) recordings questions of their own, scored by
@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import SPLITS, Recording, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Recording, Spacewalk18
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import write_json
 
@@ -236,7 +236,7 @@ def generate(recordings: Sequence[Recording], counts: Mapping[str, int] | None =
 def main(argv: list[str] | None = None) -> int:
     from spacewalk.core.command_errors import user_errors_reported
 
-    parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.question_generator",
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.questions.question_generator",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, type=Path, help="dataset root in the official layout")
     parser.add_argument("--split", required=True, choices=SPLITS, help="whose recordings get questions")

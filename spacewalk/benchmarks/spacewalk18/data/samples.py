@@ -1,14 +1,14 @@
 """Write task samples made by our samplers for any dataset root.
 
-    python -m spacewalk.benchmarks.spacewalk18.samples --root DIR --split test --out FILE [--per-video 2000]
-    python -m spacewalk.benchmarks.spacewalk18.samples --root DIR --split train --out FILE --task
+    python -m spacewalk.benchmarks.spacewalk18.data.samples --root DIR --split test --out FILE [--per-video 2000]
+    python -m spacewalk.benchmarks.spacewalk18.data.samples --root DIR --split train --out FILE --task
     intra_video_retrieval \
         [--seed 43] [--draw query_then_distance|uniform_pair] [--stats]
 
 Step recognition (the default task): the format of tasks/step_recognition/<split>.json, made by the
 official deterministic sampler; on the real release it reproduces those files exactly.
 Intra-video retrieval: the format of tasks/intra-video_retrieval/<split>.json, made by
-spacewalk.benchmarks.spacewalk18.retrieval_sampler (BENCHMARKS 1.7; the real release has no train file). `--stats`
+spacewalk.benchmarks.spacewalk18.data.retrieval_sampler (BENCHMARKS 1.7; the real release has no train file). `--stats`
 prints the statistics of the written samples beside those of the root's own file for that split, if any.
 """
 
@@ -19,8 +19,8 @@ import json
 import sys
 from pathlib import Path
 
-from spacewalk.benchmarks.spacewalk18.dataset import RETRIEVAL_DIR, SPLITS, Spacewalk18, samples_to_json
-from spacewalk.benchmarks.spacewalk18.sampler import SAMPLES_PER_VIDEO, recording_step_samples
+from spacewalk.benchmarks.spacewalk18.data.dataset import RETRIEVAL_DIR, SPLITS, Spacewalk18, samples_to_json
+from spacewalk.benchmarks.spacewalk18.data.step_sampler import SAMPLES_PER_VIDEO, recording_step_samples
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import write_json
 
@@ -28,7 +28,7 @@ TASKS = ("step_recognition", "intra_video_retrieval")
 
 
 def _retrieval(dataset: Spacewalk18, args: argparse.Namespace) -> dict:
-    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import (
+    from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import (
         RetrievalSamplerConfig,
         recording_retrieval_samples,
         retrieval_samples_to_json,
@@ -51,7 +51,7 @@ def _retrieval(dataset: Spacewalk18, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.samples",
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.data.samples",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", required=True, type=Path, help="dataset root in the official layout")
     parser.add_argument("--split", required=True, choices=SPLITS)
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=43, help="intra_video_retrieval: the seed (the authors' 43)")
     parser.add_argument("--draw", choices=("query_then_distance", "uniform_pair"), default="query_then_distance",
                         help="intra_video_retrieval: how a query and its distance are drawn "
-                             "(spacewalk/benchmarks/spacewalk18/retrieval_sampler.py)")
+                             "(spacewalk/benchmarks/spacewalk18/data/retrieval_sampler.py)")
     parser.add_argument("--stats", action="store_true",
                         help="intra_video_retrieval: print distance, label and Irrelevant statistics")
     args = parser.parse_args(argv)

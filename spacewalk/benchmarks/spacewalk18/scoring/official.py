@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import (
     NOT_ANNOTATED,
     Question,
     Recording,

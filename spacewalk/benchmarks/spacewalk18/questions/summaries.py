@@ -20,7 +20,7 @@ in our copy of it; docs/multiple_choice.md).
 
 from __future__ import annotations
 
-from spacewalk.benchmarks.spacewalk18.dataset import Recording
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.multiple_choice.items import Visual
 

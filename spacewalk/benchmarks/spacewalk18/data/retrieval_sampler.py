@@ -23,7 +23,7 @@ What the authors' notebook leaves open, chosen here (each visible in `RetrievalS
 - **How the positions are drawn** (`draw`): "query_then_distance" (the default) takes q uniformly among
   the query frames that admit some distance, then d uniformly among the distances valid for that q;
   "uniform_pair" takes (q, d) uniformly among all valid pairs (this favours queries near the boundary
-  less). Compare both with the official files: `python -m spacewalk.benchmarks.spacewalk18.samples --task
+  less). Compare both with the official files: `python -m spacewalk.benchmarks.spacewalk18.data.samples --task
   intra_video_retrieval
   --stats` (docs/intra_video_retrieval.md).
 - **Which candidate is listed first**: a fair coin per sample (the label); the official files have
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, RetrievalSample, Segment
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, NOT_ANNOTATED, Recording, RetrievalSample, Segment
 from spacewalk.core.errors import ConfigError
 
 SEED = 43  # the authors' notebook

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import Question, Recording, RetrievalSample, StepSample
+from spacewalk.benchmarks.spacewalk18.data.dataset import Question, Recording, RetrievalSample, StepSample
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import load_json, write_json
 

@@ -1,10 +1,10 @@
 """Spacewalk-18 step recognition posed as a multiple-choice question (BENCHMARKS.md section 1.5, "Video
 LLMs"): each official sample of a split becomes App. C.2's question over its context window of length w
-([t - w/2, t + w/2] clipped, spacewalk/benchmarks/spacewalk18/windows.py), with the K + 1 classes of its recording as
+([t - w/2, t + w/2] clipped, data/windows.py), with the K + 1 classes of its recording as
 the choices (0: Irrelevant with the DES text; i: the step's caption and narration) and the window's
 transcript in the prompt. The reply is parsed as a single number 0..K; the predictions go out in the
 official step-recognition format (`predictions.json`, with per-class scores when the backend gives them,
-so mAP too) and are scored by the official Accuracy, mAP and IoU (spacewalk/benchmarks/spacewalk18/scoring.py).
+so mAP too) and are scored by the official Accuracy, mAP and IoU (spacewalk/benchmarks/spacewalk18/scoring/official.py).
 
 An unparsable reply is wrong: metrics.json counts it (`unparsable`), and the prediction written for it is
 the class after the label (`(label + 1) % (K + 1)`), certainly wrong, so that
@@ -25,14 +25,19 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18, StepSample, samples_to_json
+from spacewalk.benchmarks.spacewalk18.data.dataset import (
+    IRRELEVANT_DESCRIPTION,
+    Spacewalk18,
+    StepSample,
+    samples_to_json,
+)
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, context_window
 from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-from spacewalk.benchmarks.spacewalk18.predictions import write_step_predictions
-from spacewalk.benchmarks.spacewalk18.question_answering import ANSWER_LIMITS, choices_block
-from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
-from spacewalk.benchmarks.spacewalk18.summaries import check_summary, steps_in_window, summary_parts
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, context_window
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import ANSWER_LIMITS, choices_block
+from spacewalk.benchmarks.spacewalk18.questions.summaries import check_summary, steps_in_window, summary_parts
+from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_step_predictions
 from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.durations import parse_duration
 from spacewalk.core.errors import ConfigError
@@ -51,7 +56,7 @@ MISSION = ("You are given a spacewalk video, where the spacewalk mission can be 
 INSTRUCTION = ("Answer with a single number from 0 to {K} and nothing else. "
                "If you are not sure, give the most likely answer.")
 QUESTION = "Which step does the frame in the middle of this video belong to?"
-# Adaptation via summarisation (Table 4): spacewalk/benchmarks/spacewalk18/summaries.py. The rating question's wording
+# Adaptation via summarisation (Table 4): questions/summaries.py. The rating question's wording
 # is
 # ours (the paper's is not in our copy).
 RATING_INSTRUCTION = ("Answer with a single number from 1 to 10 and nothing else. "
@@ -84,7 +89,7 @@ def subset(samples: Sequence[StepSample], n: int | None) -> list[StepSample]:
 
 
 class StepRecognitionQuestions:
-    """`summary` (Table 4, spacewalk/benchmarks/spacewalk18/summaries.py): "none" (App. C.2's prompt), "animation" (the
+    """`summary` (Table 4, questions/summaries.py): "none" (App. C.2's prompt), "animation" (the
     mission's animated preview), "step_oracle" (the steps that occur in the window, captions and middle
     frames) or "step_oracle_captions" (their captions only); the summary goes after the transcript sentence."""
 

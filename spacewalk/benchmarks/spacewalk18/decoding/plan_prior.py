@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import NOT_ANNOTATED, Recording, Spacewalk18, StepSample, frame_of
+from spacewalk.benchmarks.spacewalk18.data.dataset import NOT_ANNOTATED, Recording, Spacewalk18, StepSample, frame_of
 from spacewalk.core.errors import DataError
 
 

@@ -36,7 +36,7 @@ from scipy.optimize import minimize
 from scipy.special import log_softmax
 
 from spacewalk.algorithms.hmm import forward_backward, viterbi
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, StepSample, frame_of
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, NOT_ANNOTATED, Recording, StepSample, frame_of
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.media import grid as cell_grid  # the module; `grid` names the decoder's grid samples here
 

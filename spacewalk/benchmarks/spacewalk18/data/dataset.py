@@ -330,7 +330,7 @@ class Spacewalk18:
 
     def questions(self, file: str | Path | None = None) -> list[Question]:
         """The video QA questions, in file order: the release's (tasks/question_answering/test.json), or those of
-        `file` in the same format (e.g. written by spacewalk.benchmarks.spacewalk18.question_generator for val)."""
+        `file` in the same format (e.g. written by spacewalk.benchmarks.spacewalk18.questions.question_generator for val)."""
         file = self.root / QUESTION_FILE if file is None else Path(file)
         raw = _as_list(load_json(file), file, None, "questions")
         questions = []

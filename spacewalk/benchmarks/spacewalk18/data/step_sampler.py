@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, NOT_ANNOTATED, Recording, Segment, StepSample
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, NOT_ANNOTATED, Recording, Segment, StepSample
 
 SAMPLES_PER_VIDEO = 2000
 
