@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 SOURCES = ("auto", "official", "generated")
 CHUNK = 2048  # windows per slice of the bank
-SYNTHETIC_RECORD = "synthetic.json"  # spacewalk/benchmarks/spacewalk18/synthetic.py's record of a generated root
+SYNTHETIC_RECORD = "synthetic.json"  # spacewalk/benchmarks/spacewalk18/synthetic/'s record of a generated root
 
 
 @dataclass

@@ -39,7 +39,7 @@ SYNTHETIC = dict(n_train=2, n_val=1, n_test=1, progress=False)
 
 def dataset_for(root: str | None, scratch: Path):
     from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
-    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
     return Spacewalk18(root) if root else Spacewalk18(ensure_dataset(scratch / "synthetic", seed=0, **SYNTHETIC))
 
@@ -58,7 +58,7 @@ def bank_build_times(dataset, scratch: Path, video: bool) -> None:
           f"{seconds:.1f} s")
     if video:
         from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
-        from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+        from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
         synthetic = Spacewalk18(ensure_dataset(scratch / "synthetic-video", seed=0, **SYNTHETIC))
         rec = synthetic.split("train")[0]

@@ -210,9 +210,9 @@ def tiny_root(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def synthetic_spacewalk18(tmp_path_factory):
-    """make(**options) -> the root of a synthetic Spacewalk-18 (spacewalk/benchmarks/spacewalk18/synthetic.py
+    """make(**options) -> the root of a synthetic Spacewalk-18 (spacewalk/benchmarks/spacewalk18/synthetic/
     Options)."""
-    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
     roots: dict[str, Path] = {}
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.videomae_mlp import CaptionRegressionModule, VideoToCaptionMLP
 from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
 from conftest import tiny_videomae
 from fakes import FakeText

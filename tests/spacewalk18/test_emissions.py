@@ -203,7 +203,7 @@ def test_a_recipes_block_products_sum_to_its_scores(tmp_path):
     from models.heads import LFBCat
     from models.step_recognition import StepRecognitionModule
     from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
-    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
     from spacewalk.training.decoding import score_blocks, score_samples
 
     from fakes import FakeText

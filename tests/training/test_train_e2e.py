@@ -164,7 +164,7 @@ def test_two_process_ddp_equals_one_process(tmp_path, recipe):
 def test_train_on_external_video_features_without_a_video_encoder(tmp_path):
     # features "extracted elsewhere" in the bank folder of encoder=external, which has no video encoder
     from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
-    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
     from fakes import write_external_features
 
