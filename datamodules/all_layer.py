@@ -395,13 +395,13 @@ class AllLayerDataModule(ShareLoaders, StepRecognitionDataModule):
             starts.append(start)
             ends.append(end)
             if self.frames == "cells" and video_id not in self.cell_times:
-                # the bank's own cell frames (spacewalk/benchmarks/spacewalk18/features/bank.py:
-                # FeatureBank._video_arrays)
+                # the bank's own cell frames (spacewalk/benchmarks/spacewalk18/features/build.py:
+                # RecordingBuilder.video_arrays)
                 cfg = self.bank.config
                 self.cell_times[video_id] = [c.timestamps for c in segment_timestamps(
                     0.0, rec.duration, cfg.segment_seconds, cfg.fps, duration=rec.duration)]
             if self.text_cells and video_id not in self.cell_texts:
-                # the bank's own cell rule (spacewalk/benchmarks/spacewalk18/features/bank.py: cell_text)
+                # the bank's own cell rule (spacewalk/benchmarks/spacewalk18/features/build.py: cell_text)
                 index = TranscriptIndex(rec.transcript)
                 k, n = self.bank.config.segment_seconds, self.bank.load(video_id).num_cells
                 self.cell_texts[video_id] = [index.text_in(Window(j * k, min((j + 1) * k, rec.duration)))

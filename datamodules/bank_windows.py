@@ -19,7 +19,10 @@ import pytorch_lightning as pl
 from torch.utils.data import Dataset
 
 from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.features.bank import BankConfig, FeatureBank, RecordingBank, unit_rows
+from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
+from spacewalk.benchmarks.spacewalk18.features.build import unit_rows
+from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
+from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
 from spacewalk.media.grid import cell_span

@@ -48,7 +48,8 @@ from datamodules.global_batches import share
 from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
 from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
 from spacewalk.benchmarks.spacewalk18.data.windows import context_windows
-from spacewalk.benchmarks.spacewalk18.features.bank import BankConfig, RecordingBank
+from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
+from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
 

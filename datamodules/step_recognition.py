@@ -61,7 +61,7 @@ from datamodules.bank_windows import BankWindowsDataModule, Indices
 from datamodules.global_batches import global_batch_sampler, share
 from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Recording, Spacewalk18, StepSample
 from spacewalk.benchmarks.spacewalk18.data.windows import context_windows
-from spacewalk.benchmarks.spacewalk18.features.bank import BankConfig
+from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
 from spacewalk.media.grid import cell_of, cell_span

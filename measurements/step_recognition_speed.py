@@ -45,7 +45,8 @@ def dataset_for(root: str | None, scratch: Path):
 
 
 def bank_build_times(dataset, scratch: Path, video: bool) -> None:
-    from spacewalk.benchmarks.spacewalk18.features.bank import BankConfig, FeatureBank
+    from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
+    from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
     from spacewalk.encoders import minilm_text_encoder, open_clip_video_encoder
 
     text = minilm_text_encoder()

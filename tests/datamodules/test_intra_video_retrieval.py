@@ -17,7 +17,7 @@ from models.intra_video_retrieval_baselines import TWFinchRetrieval
 from spacewalk.algorithms.tw_finch import first_neighbours, tw_finch
 from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, Spacewalk18
 from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import RetrievalSamplerConfig
-from spacewalk.benchmarks.spacewalk18.features.bank import BankConfig
+from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_retrieval_predictions
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import load_json

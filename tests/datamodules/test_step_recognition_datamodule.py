@@ -240,7 +240,7 @@ def test_each_process_collates_its_share_of_the_global_batch(dataset, tmp_path):
 
 
 def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset, tmp_path):
-    from spacewalk.benchmarks.spacewalk18.features.bank import _probe, _resize
+    from spacewalk.benchmarks.spacewalk18.features.build import probe_video, resized
     from spacewalk.media.video import open_video, sparse_timestamps
 
     encoder = FakeFrameVideo()
@@ -250,8 +250,8 @@ def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset
     bank = dm.bank.load(rec.video_id)
     assert len(bank.frame_video) == len(bank.frame_time) == int(np.ceil(rec.duration))  # 1 fps
     samples = dataset.step_samples("test")[rec.video_id]
-    height, width, _ = _probe(rec.video_path, rec.video_id)
-    with open_video(rec.video_path, "pyav", _resize(height, width, BANK["frame_size"])) as reader:
+    height, width, _ = probe_video(rec.video_path, rec.video_id)
+    with open_video(rec.video_path, "pyav", resized(height, width, BANK["frame_size"])) as reader:
         for i in (0, 41, len(samples) - 1):
             t = samples[i].timestamp
             start, end = max(t - 30.0, 0.0), min(t + 30.0, rec.duration)
@@ -272,11 +272,11 @@ def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset
 
 
 def reader_frames(rec, times):
-    from spacewalk.benchmarks.spacewalk18.features.bank import _probe, _resize
+    from spacewalk.benchmarks.spacewalk18.features.build import probe_video, resized
     from spacewalk.media.video import open_video
 
-    height, width, _ = _probe(rec.video_path, rec.video_id)
-    with open_video(rec.video_path, "pyav", _resize(height, width, BANK["frame_size"])) as reader:
+    height, width, _ = probe_video(rec.video_path, rec.video_id)
+    with open_video(rec.video_path, "pyav", resized(height, width, BANK["frame_size"])) as reader:
         return reader.frames_at(times)
 
 

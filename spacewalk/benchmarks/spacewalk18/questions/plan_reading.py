@@ -46,7 +46,8 @@ from scipy.special import log_softmax
 from spacewalk.algorithms.hmm import forward_backward
 from spacewalk.benchmarks.spacewalk18.data.dataset import NOT_ANNOTATED, Spacewalk18
 from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import PlanModel, cell_labels
-from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank, RecordingBank
+from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
+from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
 from spacewalk.benchmarks.spacewalk18.questions.question_generator import ABSENT, BEFORE_AFTER, ORDER, THIRDS, WHEN
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.multiple_choice.items import MultipleChoiceItem
