@@ -50,8 +50,8 @@ from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
 from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
 from spacewalk.benchmarks.spacewalk18.questions.question_generator import ABSENT, BEFORE_AFTER, ORDER, THIRDS, WHEN
 from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.multiple_choice.backends.option_scores import OptionScoresBackend
 from spacewalk.multiple_choice.items import MultipleChoiceItem
-from spacewalk.multiple_choice.task import Prompt, Reply
 
 LOCATION = "task before/at/after location"
 MODES = ("options", "recording")
@@ -238,8 +238,9 @@ class _Clip:
     transcript: Sequence  # the clip's sentences (dataset.Sentence)
 
 
-class PlanReadingBackend:
-    """The multiple-choice backend for Spacewalk-18 QA (conf/model/mc_plan.yaml). `root`, `synthetic_root`,
+class PlanReading:
+    """Spacewalk-18 QA read off the clip's decoded step timeline: every option's score (`scores`), for the
+    option-scoring backend of `model=mc_plan` (`plan_reading_backend`). `root`, `synthetic_root`,
     `seed`, `synthetic`: the data config's (the recordings, their train annotations and transcripts);
     `bank_dir`: the text feature bank (built for the recordings it lacks; default
     <bank_root>/<spacewalk18 | synthetic>/<bank_folder>, step recognition's); `steps`: "options" or
@@ -411,29 +412,20 @@ class PlanReadingBackend:
             where = np.abs(seconds[:, None] - mentions[None, :]).min(axis=1) <= NEAR_SECONDS
         return np.array([(p[where, o].sum() - p[~where, o].sum()) for o in options])
 
-    # ---- the Backend protocol ---------------------------------------------------------------------
 
-    def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
-        replies = []
-        for item in items:
-            scores, rule = self.scores(item)
-            scores = np.nan_to_num(scores, neginf=-1e9)
-            replies.append(Reply(choice=int(np.argmax(scores)), scores=tuple(float(x) for x in scores),
-                                 meta={"rule": rule, "steps": self.steps}))
-        return replies
-
-    def generate(self, prompts: Sequence[Prompt]) -> list[str]:
-        raise NotImplementedError("the plan-reading backend chooses among options; it cannot generate text")
-
-    def describe(self) -> dict[str, Any]:
-        return {"steps": self.steps, **asdict(self.settings)}
+def plan_reading_backend(text_encoder, **options: Any) -> OptionScoresBackend:
+    """The `model=mc_plan` backend (conf/model/mc_plan.yaml): the multiple-choice harness's option-scoring backend
+    (spacewalk/multiple_choice/backends/option_scores.py) over a `PlanReading` of the data config's recordings;
+    `options`: PlanReading's."""
+    reader = PlanReading(text_encoder, **options)
+    return OptionScoresBackend(reader, meta={"steps": reader.steps})
 
 
 # --------------------------------------------------------------------------------------------------
 # choosing the settings on (generated) val questions
 
 
-def choose_settings(backend: PlanReadingBackend, items: Sequence[MultipleChoiceItem],
+def choose_settings(reader: PlanReading, items: Sequence[MultipleChoiceItem],
                     candidates: Sequence[ReadingSettings], log=None) -> tuple[ReadingSettings, list[dict]]:
     """The candidate with the best accuracy on `items` (ties: the earlier candidate), and every candidate's
     accuracy overall and per type."""
@@ -441,7 +433,7 @@ def choose_settings(backend: PlanReadingBackend, items: Sequence[MultipleChoiceI
     for settings in candidates:
         correct: dict[str, list[bool]] = {}
         for item in items:
-            scores, _ = backend.scores(item, settings)
+            scores, _ = reader.scores(item, settings)
             choice = int(np.argmax(np.nan_to_num(scores, neginf=-1e9)))
             correct.setdefault(item.meta["type"], []).append(choice == item.answer)
         every = [c for cs in correct.values() for c in cs]
@@ -485,10 +477,10 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
             raise ConfigError(f"--grid must map settings to non-empty lists, got {args.grid!r}")
         candidates = [ReadingSettings(**dict(zip(grid, combo))) for combo in itertools.product(*grid.values())]
-        backend = PlanReadingBackend(minilm_text_encoder(device="cpu"), root=args.root, bank_dir=args.bank_dir,
-                                     steps=args.steps)
-        items = QuestionAnswering(backend.dataset, questions=args.questions).items()
-        chosen, table = choose_settings(backend, items, candidates,
+        reader = PlanReading(minilm_text_encoder(device="cpu"), root=args.root, bank_dir=args.bank_dir,
+                             steps=args.steps)
+        items = QuestionAnswering(reader.dataset, questions=args.questions).items()
+        chosen, table = choose_settings(reader, items, candidates,
                                         log=lambda row: print(json.dumps(row), flush=True))
         print(json.dumps({"chosen": asdict(chosen)}))
         if args.out is not None:
