@@ -157,7 +157,7 @@ def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids, bl
     one process."""
     import pytorch_lightning as pl
 
-    from spacewalk.training.common import load_run_config
+    from spacewalk.training.run_directory import load_run_config
     from spacewalk.training.spacewalk18_modules import build_datamodule, build_model
 
     run_cfg = load_run_config(Path(ckpt), str(output_dir))
@@ -281,7 +281,7 @@ def decoded_intervals(cfg: DictConfig, recordings, samples, decoded, result) -> 
     """The bootstrap intervals of the decoded test metrics (metrics.bootstrap; None when off): recordings, then
     samples within them, the decoded labels for Accuracy and the posteriors for mAP, as the raw test's."""
     from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
-    from spacewalk.training.common import bootstrap_options
+    from spacewalk.training.run_directory import bootstrap_options
 
     options = bootstrap_options(cfg)
     if options is None:

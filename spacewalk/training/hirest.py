@@ -29,8 +29,8 @@ from spacewalk.benchmarks.hirest.dataset import HiREST
 from spacewalk.benchmarks.hirest.evaluation import evaluate_hirest_baselines, overall_summary, score
 from spacewalk.benchmarks.hirest.joint_model_io import PREDICTION_FILES
 from spacewalk.core.io import write_json
-from spacewalk.training.common import bootstrap_options, write_resolved_config
 from spacewalk.training.run import Recipe, Run
+from spacewalk.training.run_directory import bootstrap_options, write_resolved_config
 
 log = logging.getLogger(__name__)
 

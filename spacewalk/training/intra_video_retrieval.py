@@ -27,9 +27,10 @@ import hydra
 from omegaconf import DictConfig
 
 from spacewalk.core.errors import ConfigError
-from spacewalk.training.common import log_intervals, start_run
 from spacewalk.training.run import Recipe, Run
+from spacewalk.training.run_directory import start_run
 from spacewalk.training.spacewalk18_modules import build_datamodule, build_model
+from spacewalk.training.trainer import log_intervals
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def _write_metrics(cfg: DictConfig, datamodule, output_dir: Path, test: dict[str
     from spacewalk.benchmarks.spacewalk18.intervals import retrieval_intervals
     from spacewalk.benchmarks.spacewalk18.pictures.retrieval_plot import plot_missed_pairs
     from spacewalk.core.io import write_json
-    from spacewalk.training.common import bootstrap_options
+    from spacewalk.training.run_directory import bootstrap_options
 
     options = bootstrap_options(cfg)
     if options is not None:  # beside the test number (the summary prints it)

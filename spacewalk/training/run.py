@@ -28,16 +28,9 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
 from spacewalk.core.errors import ConfigError
-from spacewalk.training.common import (
-    best_checkpoint,
-    build_trainer,
-    close_loggers,
-    eval_trainer,
-    load_run_config,
-    resume_path,
-    start_run,
-)
+from spacewalk.training.run_directory import load_run_config, resume_path, start_run
 from spacewalk.training.tasks import model_choice
+from spacewalk.training.trainer import best_checkpoint, build_trainer, close_loggers, eval_trainer
 
 log = logging.getLogger(__name__)
 # trainer keys that say which machine runs (not what is computed): a re-test takes them from its own command

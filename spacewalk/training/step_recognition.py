@@ -74,7 +74,7 @@ def test_intervals(run: Run) -> dict[str, Any] | None:
     predictions.json (the per-sample units a later comparison reads too) and the module's official numbers."""
     from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
     from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
-    from spacewalk.training.common import bootstrap_options
+    from spacewalk.training.run_directory import bootstrap_options
 
     options = bootstrap_options(run.cfg)
     if options is None:
@@ -110,7 +110,7 @@ class StepRecognition(Recipe):
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
         from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
-        from spacewalk.training.common import bootstrap_options, write_resolved_config
+        from spacewalk.training.run_directory import bootstrap_options, write_resolved_config
 
         # no seeding here (the baselines seed themselves, and their published numbers stay as they were)
         write_resolved_config(cfg)
@@ -147,7 +147,7 @@ class StepRecognition(Recipe):
         """metrics.json (the module's test record, the selection criterion and the decoded test metrics), the
         pictures and the W&B table."""
         from spacewalk.core.io import write_json
-        from spacewalk.training.common import log_intervals
+        from spacewalk.training.trainer import log_intervals
 
         decoded = run.results.get("decoded")
         extra = {k: run.results[k] for k in ("best_val_loss", "decoded") if k in run.results}

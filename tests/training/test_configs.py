@@ -99,7 +99,7 @@ def test_optuna_search_composes():
 
 def test_both_entry_points_carry_the_interval_settings():
     from spacewalk.bootstrap import BootstrapOptions
-    from spacewalk.training.common import bootstrap_options
+    from spacewalk.training.run_directory import bootstrap_options
 
     for compose in (compose_train, compose_evaluate):
         assert bootstrap_options(compose()) == BootstrapOptions(n_resamples=1000, level=0.95, seed=0)
@@ -177,7 +177,7 @@ def test_ckpt_path_last_resumes_from_the_newest_last_checkpoint(tmp_path):
 
     from omegaconf import OmegaConf
 
-    from spacewalk.training.common import resume_path
+    from spacewalk.training.run_directory import resume_path
 
     cfg = OmegaConf.create({"ckpt_path": "last", "paths": {"output_dir": str(tmp_path)}})
     with pytest.raises(ConfigError, match="last.ckpt"):
@@ -207,7 +207,7 @@ def whole_and_torn_checkpoints(folder) -> dict[str, object]:
 
 @pytest.mark.parametrize("which, message", [("empty", "is empty"), ("torn", "is not a whole checkpoint")])
 def test_an_empty_or_truncated_checkpoint_is_refused_naming_the_file(which, message, tmp_path):
-    from spacewalk.training.common import check_checkpoint, resume_path
+    from spacewalk.training.run_directory import check_checkpoint, resume_path
 
     files = whole_and_torn_checkpoints(tmp_path)
     check_checkpoint(files["whole"], "ckpt_path")  # a whole one passes
@@ -243,11 +243,11 @@ def test_bf16_on_a_cpu_without_bf16_units_is_said_to_be_slow(monkeypatch, caplog
     import pytorch_lightning as pl
     import torch
 
-    from spacewalk.training.common import warn_slow_bf16
+    from spacewalk.training.trainer import warn_slow_bf16
 
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: units)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="spacewalk.training.common"):
+    with caplog.at_level(logging.WARNING, logger="spacewalk.training.trainer"):
         warn_slow_bf16(pl.Trainer(accelerator="cpu", precision="bf16-mixed", logger=False))
         warn_slow_bf16(pl.Trainer(accelerator="cpu", precision="32-true", logger=False))  # never a warning
     assert [r.message.startswith("trainer.precision=bf16-mixed on a CPU without bfloat16 units")

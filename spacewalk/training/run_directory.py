@@ -1,19 +1,17 @@
-"""What every recipe of the training layer does the same way: the trainer with its callbacks and loggers,
-the run directory's resolved config, resuming, and re-loading a finished run's config."""
+"""A run directory as the training layer writes and reads it: the resolved config (config.resolved.yaml, what
+`evaluate.py ckpt_path=...` rebuilds a run from and the results tools re-score it with), the checkpoint a run
+resumes from (checked whole before Lightning reads it), a finished run's config re-loaded, and the bootstrap
+settings its intervals are drawn with."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
-import hydra
 import pytorch_lightning as pl
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_text
-
-log = logging.getLogger(__name__)
 
 # the config with every interpolation resolved, so evaluate.py can rebuild a run outside it
 RESOLVED_CONFIG = "config.resolved.yaml"
@@ -38,41 +36,8 @@ def write_resolved_config(cfg: DictConfig, keys: tuple[str, ...] | None = None) 
     return output_dir
 
 
-def build_trainer(cfg: DictConfig, **overrides) -> pl.Trainer:
-    callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
-    loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
-    trainer = hydra.utils.instantiate(cfg.trainer, **({"callbacks": callbacks, "logger": loggers} | overrides))
-    for lg in trainer.loggers:
-        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-    warn_slow_bf16(trainer)
-    return trainer
 
 
-def cpu_bf16_units() -> list[str] | None:
-    """The CPU's bfloat16 units that torch sees (avx512_bf16, amx), [] without any, None if torch cannot tell
-    (its probes are private: None rather than a guess if they go)."""
-    import torch
-
-    probes = {"avx512_bf16": "_is_avx512_bf16_supported", "amx": "_is_amx_tile_supported"}
-    found = {unit: getattr(torch.cpu, name, None) for unit, name in probes.items()}
-    if any(probe is None for probe in found.values()):
-        return None
-    return [unit for unit, probe in found.items() if probe()]
-
-
-def warn_slow_bf16(trainer: pl.Trainer) -> None:
-    """bf16 autocast on a CPU without bfloat16 units is emulated: more than 10x slower than float32 for the
-    MiniLM tower on an AVX2-only CPU (docs/speed.md). Allowed (the numbers are the same recipe's), but said."""
-    on_cpu = isinstance(trainer.accelerator, pl.accelerators.CPUAccelerator)
-    if on_cpu and str(trainer.precision).startswith("bf16") and cpu_bf16_units() == []:
-        log.warning("trainer.precision=%s on a CPU without bfloat16 units (no avx512_bf16 or AMX): autocast emulates "
-                    "bfloat16 and runs much slower than 32-bit here (docs/speed.md); drop the precision "
-                    "override unless you need this exact setting", trainer.precision)
-
-
-def eval_trainer(run_cfg: DictConfig, output_dir: Path) -> pl.Trainer:
-    """A trainer to re-test a finished run: its trainer settings, no loggers, no callbacks."""
-    return hydra.utils.instantiate(run_cfg.trainer, logger=False, callbacks=[], default_root_dir=str(output_dir))
 
 
 def check_checkpoint(path: Path, what: str) -> None:
@@ -118,22 +83,6 @@ def resume_path(cfg: DictConfig) -> str | None:
     return str(cfg.ckpt_path)
 
 
-def best_checkpoint(trainer: pl.Trainer) -> tuple[str | None, float | None]:
-    """The checkpoint ModelCheckpoint kept (best val/loss) and its score; (None, None) without one."""
-    # the callback that monitors (a recipe may add one that only writes last.ckpt every N steps: all_layer)
-    monitoring = [c for c in trainer.checkpoint_callbacks if getattr(c, "monitor", None)]
-    checkpoint = monitoring[0] if monitoring else trainer.checkpoint_callback
-    best = checkpoint.best_model_path if checkpoint is not None else ""
-    return (best, float(checkpoint.best_model_score)) if best else (None, None)
-
-
-def close_loggers(trainer: pl.Trainer) -> None:
-    """Finish the W&B run now (not at interpreter exit), so its closing lines come before the run's summary."""
-    from pytorch_lightning.loggers import WandbLogger
-
-    for lg in trainer.loggers:
-        if isinstance(lg, WandbLogger):
-            lg.experiment.finish()
 
 
 def load_run_config(ckpt: Path, output_dir: str) -> DictConfig:
@@ -157,14 +106,3 @@ def bootstrap_options(cfg: DictConfig):
     values = OmegaConf.select(cfg, "metrics.bootstrap", default=None)
     options = BootstrapOptions.from_mapping(OmegaConf.to_container(values) if values is not None else None)
     return options if options.enabled else None
-
-
-def log_intervals(trainer: pl.Trainer, intervals: dict, prefix: str = "test") -> None:
-    """The intervals' bounds as `<prefix>/<metric>_low` and `_high` to every logger (CSV, W&B)."""
-    values = {f"{prefix}/{name}_{side}": interval[side] for name, interval in intervals.items()
-              for side in ("low", "high") if interval.get(side) is not None}
-    if not values:
-        return
-    for lg in trainer.loggers:
-        lg.log_metrics(values, step=trainer.global_step)
-        lg.save()
