@@ -60,10 +60,13 @@ def test_the_recipe_composes():
     import hydra
     from omegaconf import open_dict
 
+    from spacewalk.training.tasks import take_served_tasks
+
     from conftest import compose_train
 
     cfg = compose_train("model=videomae_mlp", "encoder=videomae", "modalities=video+text")
     assert cfg.datamodule.frame_sampling == "dense" and cfg.model.irrelevant == "threshold"
+    take_served_tasks(cfg)
     with open_dict(cfg.model):
         cfg.model.head.dim = 768 + 2 * 384
     module = hydra.utils.instantiate(cfg.model)

@@ -9,6 +9,7 @@ from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
 from spacewalk.core.errors import ConfigError
+from spacewalk.training.tasks import take_served_tasks
 
 from conftest import REPO, compose_evaluate, compose_train
 
@@ -36,6 +37,7 @@ def test_the_recipes_are_found():
 @pytest.mark.parametrize("model", RECIPES)
 def test_every_recipe_builds(model):
     cfg = compose_train(f"model={model}")
+    assert take_served_tasks(cfg) == ["step_recognition"]  # the config's, not a constructor argument
     with open_dict(cfg.model):
         cfg.model.head.dim = 16
     module = hydra.utils.instantiate(cfg.model)
@@ -126,6 +128,7 @@ def test_hirest_joint_composes_with_the_synthetic_scale_and_the_paper_sizes():
     assert (release.model.optimizer.lr, release.model.optimizer.weight_decay) == (1e-5, 0.01)
     assert (release.trainer.max_epochs, release.datamodule.batch_size) == (50, 5)
     assert release.features.source == "released"
+    take_served_tasks(synthetic)
     with open_dict(synthetic.model):
         synthetic.model.video_dim, synthetic.model.query_dim, synthetic.model.asr_dim = 12, 8, 384
         synthetic.model.hidden_dim, synthetic.model.embed_dim, synthetic.model.ffn_dim = 16, 16, 32
@@ -137,10 +140,12 @@ def test_hirest_joint_composes_with_the_synthetic_scale_and_the_paper_sizes():
 
 def test_hirest_heuristics_compose_and_build():
     cfg = compose_evaluate("data=hirest", "model=hirest_heuristics", "split=val")
+    take_served_tasks(cfg)
     baselines = hydra.utils.instantiate(cfg.model).by_task()
     assert baselines["moment_retrieval"].threshold == 0.10 and baselines["video_retrieval"].num_frames == 20
     assert baselines["moment_segmentation"].num_frames == 32
     left_out = compose_evaluate("data=hirest", "model=hirest_heuristics", "model.video_retrieval=null")
+    take_served_tasks(left_out)
     assert hydra.utils.instantiate(left_out.model).by_task()["video_retrieval"] is None
 
 
