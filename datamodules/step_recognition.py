@@ -62,7 +62,7 @@ from datamodules.global_batches import global_batch_sampler, share
 from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Recording, Spacewalk18, StepSample
 from spacewalk.benchmarks.spacewalk18.data.windows import context_windows
 from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
-from spacewalk.core.errors import ConfigError
+from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.modalities import Modalities
 from spacewalk.media.grid import cell_of, cell_span
 
@@ -99,6 +99,9 @@ class StepRecognitionDataModule(BankWindowsDataModule):
                          batch_size, eval_batch_size, num_workers, text_pool, empty_text, frame_sampling, num_frames,
                          seed)
         self.cells = True if cells is None else bool(cells)
+        if self.external_video_dim is not None and not self.modalities.text:
+            self.check_external_step_video()
+        self._warned_zero_step_video = False
         self.splits: dict[str, _SplitIndex] = {}
         self.cell_features: dict[str, list[np.ndarray]] = {}  # per split: [num_cells, D] per recording (if cells)
         self.step_features: dict[str, list[np.ndarray]] = {}  # per split: [K+1, D] per recording
@@ -165,10 +168,35 @@ class StepRecognitionDataModule(BankWindowsDataModule):
             cols["query_pos"].append(query - first)
             if self.cells:  # [num_cells, D] float32 per recording: 144 MB for the whole release at D = 768
                 cells.append(self.layout(bank.video, bank.cell_text, bank.cell_text))
-            steps.append(self.layout(bank.step_video, bank.step_narration, bank.step_caption))
+            steps.append(self.layout(self.steps_video(bank, rec), bank.step_narration, bank.step_caption))
         self.splits[split] = _SplitIndex(**{k: np.concatenate(v) for k, v in cols.items()})
         self.cell_features[split], self.step_features[split] = cells, steps
         self.video_ids[split], self.samples[split] = video_ids, samples
+
+    def check_external_step_video(self) -> None:
+        """modalities=video matches each window against the steps' video features alone, so external features
+        must bring them (step_video.npy, optional beside text): refused before any bank is built, naming the
+        first folder without it."""
+        for video_id in self.bank_ids():
+            file = self.bank.path(video_id) / "step_video.npy"
+            if not file.is_file():
+                raise DataError("modalities=video scores each window against the steps' video features, and this "
+                                "external folder has none: add step_video.npy ([K+1, D], row 0 zero; "
+                                "docs/feature_bank.md), or use modalities=video+text (the steps are then matched "
+                                "by their text, the window by its video and text)", file=file, item=video_id,
+                                field="step_video")
+
+    def steps_video(self, bank, rec: Recording) -> np.ndarray | None:
+        """The steps' video block: the bank's step_video, or zeros where external features come without it
+        (step_video.npy is optional beside text: the steps are then matched by their narration and caption, as
+        Irrelevant's zero row always is, and a trained head still reads the window's video through its map)."""
+        if bank.step_video is not None or not self.modalities.video:
+            return bank.step_video
+        if not self._warned_zero_step_video:
+            log.warning("feature bank: %s has no step_video.npy (external features): the steps' video block is zero "
+                        "and they are matched by their text (docs/feature_bank.md)", bank.video_id)
+            self._warned_zero_step_video = True
+        return np.zeros((len(rec.steps), bank.video.shape[1]), np.float32)
 
     # ---------------------------------------------------------------------------------------------
 

@@ -152,6 +152,28 @@ def test_external_video_features_train_a_head_without_a_video_encoder(dataset, t
     assert all((tmp_path / "bank" / v / "text" / "meta.json").is_file() for v in dataset.recordings)
 
 
+def test_external_features_without_step_video_train_with_text_and_are_refused_video_only(dataset, tmp_path):
+    # step_video.npy is optional: beside text the steps' video block is zero (they are matched by their text);
+    # with video alone there would be nothing to match, so that is refused before any bank is built
+    write_external_features(tmp_path / "bank", dataset, dim=5)
+    for v in dataset.recordings:
+        (tmp_path / "bank" / v / "step_video.npy").unlink()
+    with pytest.raises(DataError, match="has none: add step_video.npy") as e:
+        StepRecognitionDataModule(dataset, tmp_path / "bank", text_encoder=FakeText(), modalities="video")
+    assert e.value.field == "step_video" and e.value.file.name == "step_video.npy"
+    assert not any((tmp_path / "bank" / v / "text").exists() for v in dataset.recordings)  # nothing built
+    dm = StepRecognitionDataModule(dataset, tmp_path / "bank", text_encoder=FakeText(), bank_config=BANK,
+                                   context_seconds=60.0, modalities="video+text", batch_size=64, cells=False)
+    module = StepRecognitionModule(LinearHead(dm.feature_dim), optimizer=partial(torch.optim.Adam, lr=1e-2))
+    trainer = pl.Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(module, datamodule=dm)
+    trainer.test(module, datamodule=dm)
+    assert all(0 <= module.test_results[k] <= 100 for k in ("Accuracy", "mAP", "IoU"))
+    steps = dm.step_features["test"][0]
+    assert steps.shape[1] == 5 + 16 and not steps[:, :5].any() and steps[1:, 5:].any()
+
+
 def test_external_video_features_of_two_widths_are_refused(dataset, tmp_path):
     write_external_features(tmp_path / "bank", dataset, dim=5)
     other = dataset.splits["test"][0]
