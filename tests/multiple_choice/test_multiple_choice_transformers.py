@@ -26,7 +26,7 @@ SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5
 @pytest.fixture(scope="module")
 def qa(tmp_path_factory):
     dataset = open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("vlm") / "synthetic", synthetic=SMALL)
-    return QuestionAnswering(dataset, max_items=3)
+    return QuestionAnswering(dataset, limit=3)
 
 
 def test_conversation_places_the_video_at_the_marker(tmp_path):

@@ -105,7 +105,7 @@ def test_shown_thins_uniformly_and_resizes():
 @pytest.fixture(scope="module")
 def qa(tmp_path_factory):
     dataset = open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("budget") / "synthetic", synthetic=SMALL)
-    return QuestionAnswering(dataset, max_items=2)
+    return QuestionAnswering(dataset, limit=2)
 
 
 def spied(backend):

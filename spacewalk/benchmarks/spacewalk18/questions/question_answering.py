@@ -63,17 +63,17 @@ class QuestionAnswering:
     name = "spacewalk18_qa"
     answer_limits = ANSWER_LIMITS
 
-    def __init__(self, dataset: Spacewalk18, transcript_in_prompt: bool = False, max_items: int | None = None,
+    def __init__(self, dataset: Spacewalk18, transcript_in_prompt: bool = False, limit: int | None = None,
                  summary: str = "none", questions: str | Path | None = None):
-        check_limit(max_items, "max_items")
+        check_limit(limit, "limit")
         self.dataset = dataset
         self.summary = check_summary(summary)
         self.transcript_in_prompt = transcript_in_prompt
         self.questions_file = questions
         self.all_questions: list[Question] = dataset.questions(questions)
         self.questions: list[Question] = list(self.all_questions)
-        if max_items is not None:
-            self.questions = self.questions[:max_items]
+        if limit is not None:
+            self.questions = self.questions[:limit]
         self._items: list[MultipleChoiceItem] | None = None
 
     def items(self) -> list[MultipleChoiceItem]:
@@ -139,7 +139,7 @@ class QuestionAnswering:
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         if len(items) != len(self.all_questions):
-            # a max_items subset: the official file must cover every question of the file
+            # a limit subset: the official file must cover every question of the file
             write_qa_predictions(Path(out_dir) / "answers.subset.json", self.official_answers(items, records))
             return
         write_qa_predictions(Path(out_dir) / ANSWERS_FILE, self.official_answers(items, records))
@@ -147,11 +147,11 @@ class QuestionAnswering:
 
 def question_answering_task(root: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
                             synthetic: Mapping[str, Any] | None = None, transcript_in_prompt: bool = False,
-                            max_items: int | None = None, summary: str = "none",
+                            limit: int | None = None, summary: str = "none",
                             questions: str | Path | None = None) -> QuestionAnswering:
     """The `data=spacewalk18_qa` config: the task on the release at `root` or on the synthetic default;
     `questions`: another question file in the official format (generated val questions) instead of the root's
     test file."""
-    check_limit(max_items, "max_items")  # before anything is generated or read
-    return QuestionAnswering(open_spacewalk18(root, synthetic_root, seed, synthetic), transcript_in_prompt, max_items,
+    check_limit(limit, "limit")  # before anything is generated or read
+    return QuestionAnswering(open_spacewalk18(root, synthetic_root, seed, synthetic), transcript_in_prompt, limit,
                              summary, questions)

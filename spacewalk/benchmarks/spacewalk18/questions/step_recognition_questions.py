@@ -97,10 +97,12 @@ class StepRecognitionQuestions:
     answer_limits = ANSWER_LIMITS  # a number 0..K, or a rating 1-10 (StepRatingQuestions): the QA task's limit
 
     def __init__(self, dataset: Spacewalk18, split: str = "test", context: float | str = 300.0,
-                 samples_per_video: int | None = None, max_videos: int | None = None, summary: str = "none"):
+                 samples_per_video: int | None = None, max_videos: int | None = None, summary: str = "none",
+                 limit: int | None = None):
         self.summary = check_summary(summary)
         check_limit(samples_per_video, "samples_per_video")
         check_limit(max_videos, "max_videos")
+        check_limit(limit, "limit")
         self.dataset = dataset
         self.split = split
         self.w = parse_duration(context)
@@ -109,6 +111,13 @@ class StepRecognitionQuestions:
         self.all_samples = dataset.step_samples(split)
         videos = list(self.all_samples)[:max_videos] if max_videos is not None else list(self.all_samples)
         self.samples = {v: subset(self.all_samples[v], samples_per_video) for v in videos}
+        if limit is not None:  # the first N of those samples, in video order (as every data set's data.limit)
+            kept, left = {}, limit
+            for v, samples in self.samples.items():
+                if left > 0:
+                    kept[v], left = samples[:left], left - len(samples[:left])
+            self.samples = kept
+            videos = list(kept)
         self.complete = videos == list(self.all_samples) and all(
             len(self.samples[v]) == len(self.all_samples[v]) for v in videos)
         self._items: list[MultipleChoiceItem] | None = None
@@ -242,7 +251,7 @@ def step_recognition_questions_task(root: str | Path | None = None, synthetic_ro
                                     seed: int = 0, synthetic: Mapping[str, Any] | None = None, split: str = "test",
                                     context: float | str = 300.0, samples_per_video: int | None = None,
                                     max_videos: int | None = None, summary: str = "none",
-                                    form: str = "question") -> StepRecognitionQuestions:
+                                    form: str = "question", limit: int | None = None) -> StepRecognitionQuestions:
     """The `data=spacewalk18_step_questions` config; `form`: "question" (one question with K + 1 choices per
     sample) or "rating" (K + 1 rating questions per sample, StepRatingQuestions)."""
     forms = {"question": StepRecognitionQuestions, "rating": StepRatingQuestions}
@@ -250,5 +259,6 @@ def step_recognition_questions_task(root: str | Path | None = None, synthetic_ro
         raise ConfigError(f"form must be one of {sorted(forms)}, got {form!r}")
     check_limit(samples_per_video, "samples_per_video")  # before anything is generated or read
     check_limit(max_videos, "max_videos")
+    check_limit(limit, "limit")
     return forms[form](open_spacewalk18(root, synthetic_root, seed, synthetic), split, context, samples_per_video,
-                       max_videos, summary)
+                       max_videos, summary, limit)
