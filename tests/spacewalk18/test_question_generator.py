@@ -214,3 +214,16 @@ def test_the_qa_task_asks_a_generated_file(real_spacewalk18_root, tmp_path):
     assert task.metrics(items, records)["Accuracy"] == 100.0
     task.write_outputs(items, records, tmp_path)
     assert json.loads((tmp_path / "answers.json").read_text()) == [i.answer for i in items]
+
+
+def test_command_on_a_synthetic_root_uses_its_clip_length(synthetic_spacewalk18, tmp_path, capsys):
+    # the synthetic recordings (minutes long) hold no one-hour clip: the root's own clip length is the default
+    from spacewalk.benchmarks.spacewalk18.questions.question_generator import WINDOW_SECONDS, root_window
+
+    root = synthetic_spacewalk18(seed=2, n_train=1, n_val=2, n_test=1, minutes=(12.0, 14.0), qa_window_seconds=300.0)
+    assert root_window(root) == 300.0 and root_window(tmp_path) == WINDOW_SECONDS
+    out = tmp_path / "val.json"
+    assert main(["--root", str(root), "--split", "val", "--out", str(out)]) == 0
+    questions = json.loads(out.read_text())
+    assert questions and all(q["video_end"] - q["video_start"] == pytest.approx(300.0) for q in questions)
+    assert "wrote" in capsys.readouterr().out

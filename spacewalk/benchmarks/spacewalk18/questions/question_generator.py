@@ -1,8 +1,12 @@
 r"""Spacewalk-18 video QA questions from the step annotations, for any recordings (the benchmark's question
 templates, App. A.4.2; BENCHMARKS.md 1.6), in the official format of tasks/question_answering/test.json.
 
-    python -m spacewalk.benchmarks.spacewalk18.questions.question_generator --root R --split val --out FILE [--seed 0] \
-        [--before-after 20] [--when 11] [--order 10] [--absent-share 0] [--window 3600]
+    python -m spacewalk.benchmarks.spacewalk18.questions.question_generator [--root R] --split val --out FILE \
+        [--seed 0] [--before-after 20] [--when 11] [--order 10] [--absent-share 0] [--window SECONDS]
+
+Without --root: the synthetic Spacewalk-18 at $SPACEWALK_DATA_DIR/synthetic_spacewalk18 (data/ by default), written
+on first use, as train.py's default. The clip length is the root's own unless --window says otherwise: one hour
+as in the release, a synthetic root's `qa_window_seconds` (600 s on its 15-25 minute recordings).
 
 The QA task has only a test split; this gives val (and train) recordings questions of their own, scored by
 `python -m spacewalk.score --task question_answering --questions FILE` and asked by
@@ -42,6 +46,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import itertools
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,9 +54,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Recording, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Recording
 from spacewalk.core.errors import ConfigError, DataError
-from spacewalk.core.io import write_json
+from spacewalk.core.io import load_json, write_json
 
 BEFORE_AFTER, WHEN, ORDER = "task before/after task", "when task", "task order"
 TYPES = (BEFORE_AFTER, WHEN, ORDER)
@@ -233,12 +238,26 @@ def generate(recordings: Sequence[Recording], counts: Mapping[str, int] | None =
     return [{k: (i if k == "question_id" else q[k]) for k in KEYS} for i, q in enumerate(questions)]
 
 
+def root_window(root: Path) -> float:
+    """The QA clip length of a dataset root: a synthetic root's own (its generator's qa_window_seconds, in the
+    record it writes beside the official files), else the release's hour."""
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import RECORD_FILE
+
+    record = Path(root) / RECORD_FILE
+    if record.is_file():
+        return float(load_json(record).get("options", {}).get("qa_window_seconds", WINDOW_SECONDS))
+    return WINDOW_SECONDS
+
+
 def main(argv: list[str] | None = None) -> int:
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
     from spacewalk.core.command_errors import user_errors_reported
 
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.spacewalk18.questions.question_generator",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", required=True, type=Path, help="dataset root in the official layout")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="dataset root in the official layout (default: the synthetic Spacewalk-18 at "
+                             "$SPACEWALK_DATA_DIR/synthetic_spacewalk18, data/ by default, written on first use)")
     parser.add_argument("--split", required=True, choices=SPLITS, help="whose recordings get questions")
     parser.add_argument("--out", required=True, type=Path, help="JSON file to write (the official QA format)")
     parser.add_argument("--seed", type=int, default=0)
@@ -248,16 +267,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--order", type=int, default=DEFAULT_COUNTS[ORDER], help="'task order' per recording")
     parser.add_argument("--absent-share", type=float, default=0.0,
                         help="share of 'when task' questions whose step is outside the clip (the file: 0)")
-    parser.add_argument("--window", type=float, default=WINDOW_SECONDS, help="clip length in seconds (3600)")
+    parser.add_argument("--window", type=float, default=None,
+                        help="clip length in seconds (default: the root's own: 3600 as the release, a synthetic "
+                             "root's qa_window_seconds)")
     args = parser.parse_args(argv)
     with user_errors_reported():
-        dataset = Spacewalk18(args.root)
+        synthetic_root = Path(os.environ.get("SPACEWALK_DATA_DIR", "data")) / "synthetic_spacewalk18"
+        dataset = open_spacewalk18(args.root, synthetic_root)
+        window = args.window if args.window is not None else root_window(dataset.root)
         recordings = dataset.split(args.split)
         questions = generate(recordings, {BEFORE_AFTER: args.before_after, WHEN: args.when, ORDER: args.order},
-                             args.seed, args.window, args.absent_share)
+                             args.seed, window, args.absent_share)
         if not questions:
             raise DataError(f"no question could be made for the {args.split} recordings (shorter than the "
-                            f"{args.window:g} s window, or too few annotated steps)", file=args.root)
+                            f"{window:g} s window, or too few annotated steps)", file=dataset.root)
         write_json(args.out, questions, indent=4)
     counts = {t: sum(q["type"] == t for q in questions) for t in TYPES}
     print(f"wrote {len(questions)} questions ({', '.join(f'{t}: {n}' for t, n in counts.items())}) on "
