@@ -4,6 +4,7 @@ bounds logged; and a warning where bf16 autocast would be emulated on a CPU with
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from pathlib import Path
 
@@ -14,9 +15,28 @@ from omegaconf import DictConfig, OmegaConf
 log = logging.getLogger(__name__)
 
 
+# loggers whose package is an extra of the install (pyproject.toml): left out, with a warning, where it is missing
+OPTIONAL_LOGGERS = {"pytorch_lightning.loggers.WandbLogger": ("wandb", "tracking")}
+
+
+def installed_loggers(configs) -> list:
+    """The configured loggers that can be built here: one whose package is an extra not installed (W&B without
+    `pip install -e '.[tracking]'`) is left out, saying so, so that the core install trains with the CSV log."""
+    kept = []
+    for c in configs:
+        package, extra = OPTIONAL_LOGGERS.get(str(c.get("_target_")), (None, None))
+        if package is not None and importlib.util.find_spec(package) is None:
+            log.warning("logger %s left out: %s is not installed (pip install -e '.[%s]'; logger=csv to say so)",
+                        c._target_, package, extra)
+            continue
+        kept.append(c)
+    return kept
+
+
 def build_trainer(cfg: DictConfig, **overrides) -> pl.Trainer:
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
-    loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
+    loggers = [hydra.utils.instantiate(c)
+               for c in installed_loggers([c for c in (cfg.get("logger") or {}).values() if c is not None])]
     trainer = hydra.utils.instantiate(cfg.trainer, **({"callbacks": callbacks, "logger": loggers} | overrides))
     for lg in trainer.loggers:
         lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))

@@ -1,0 +1,70 @@
+"""Install by use (pyproject.toml): the core install trains and scores; W&B, the video-LLM helpers, HiREST's
+subtitles, SSIM and captioning scores, and the cluster launchers are extras. Checked on the source (no package of
+an extra among the core dependencies, `make setup` installing every extra the tests exercise) and by running the
+main job with every extra's packages made unimportable, as on a machine with the core install only."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import tomllib
+
+from conftest import REPO, run_command
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+# each extra, and the modules its packages install (what the core run must never import)
+EXTRA_MODULES = {"tracking": ["wandb"], "video-llm": ["accelerate"], "hirest": ["srt", "skimage", "pycocoevalcap"],
+                 "cluster": ["hydra_plugins.hydra_submitit_launcher", "hydra_plugins.hydra_optuna_sweeper",
+                             "submitit", "optuna"]}
+
+
+def requirement_name(requirement: str) -> str:
+    return re.split(r"[<>=\[ ;]", requirement, maxsplit=1)[0].lower()
+
+
+def test_the_extras_are_not_core_and_make_setup_installs_them():
+    core = {requirement_name(r) for r in PYPROJECT["project"]["dependencies"]}
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert set(EXTRA_MODULES) <= set(extras)
+    for name in EXTRA_MODULES:
+        assert not core & {requirement_name(r) for r in extras[name]}, name
+    heavy = {"wandb", "pycocoevalcap", "hydra-submitit-launcher", "hydra-optuna-sweeper", "scikit-image"}
+    assert heavy.isdisjoint(core)
+    installed = re.search(r"^EXTRAS \?= (\S+)$", (REPO / "Makefile").read_text(), re.M).group(1).split(",")
+    assert set(EXTRA_MODULES) | {"dev", "mpnet"} <= set(installed)
+
+
+BLOCKED_RUN = """
+import runpy, sys
+BLOCKED = {blocked!r}
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if any(name == b or name.startswith(b + ".") for b in BLOCKED):
+            raise ModuleNotFoundError(f"No module named {{name!r}} (an extra, blocked for the test)")
+sys.meta_path.insert(0, Refuse())
+sys.argv = {argv!r}
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_the_core_install_trains_and_scores(synthetic_spacewalk18, tmp_path):
+    root = synthetic_spacewalk18(seed=1, n_train=2, n_val=1, n_test=1, minutes=(6.0, 8.0), samples_per_video=200,
+                                 retrieval_samples_per_video=50, questions_per_video=4)
+    blocked = [m for modules in EXTRA_MODULES.values() for m in modules]
+    run = tmp_path / "run"
+    argv = ["train.py", "model=lfb_cat", "context=1min", f"data.root={root}", f"paths.data_dir={tmp_path / 'data'}",
+            f"hydra.run.dir={run}", "trainer.max_epochs=1", "plots=false"]
+    result = run_command("-c", BLOCKED_RUN.format(blocked=blocked, argv=argv), timeout=900)
+    assert "logger pytorch_lightning.loggers.WandbLogger left out: wandb is not installed" in result.stderr
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert all(0 <= metrics["test"][k] <= 100 for k in ("Accuracy", "mAP", "IoU"))
+    scored = run_command("-c", BLOCKED_RUN.format(blocked=blocked, argv=[
+        "-m", "spacewalk.score", "--root", str(root), "--split", "test",
+        "--predictions", str(run / "predictions.json")]).replace(
+        'runpy.run_path(sys.argv[0], run_name="__main__")',
+        'sys.argv = sys.argv[2:]; sys.argv.insert(0, "spacewalk.score"); runpy.run_module("spacewalk.score", '
+        'run_name="__main__")'), timeout=300)
+    assert f"{metrics['test']['Accuracy']:.2f}" in scored.stdout
