@@ -3,7 +3,7 @@
 The bank DataModule (datamodules/step_recognition.py) gives the samples, their windows, the labels and the
 frozen step features of each recording (the animations and step texts, encoded once into the feature bank).
 This one adds, per official sample, what a trainable encoder reads of its window [t - w/2, t + w/2] (clipped
-to the recording, BENCHMARKS 1.3):
+to the recording, docs/spacewalk18.md, Context windows):
 
   video  k frames spread over the window (`video.sparse_timestamps`: the centres of k equal slices; k = the
          encoder's pre-training count: X-CLIP 8, VideoMAE 16, an image model its `num_frames`, which

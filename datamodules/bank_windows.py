@@ -2,7 +2,8 @@
 the feature bank they read (built once, shared across processes, re-checked after building), the width of
 external video features, and the window features cut from a recording's bank.
 
-A window [start, end) (BENCHMARKS 1.3: [t - w/2, t + w/2] clipped to the recording) has, by `modalities`:
+A window [start, end) (docs/spacewalk18.md, Context windows: [t - w/2, t + w/2] clipped to the recording) has, by
+`modalities`:
   v  its video feature (`frame_sampling`): "dense", the normalised mean of the bank cells it covers
      (spacewalk.media.grid.cell_span); "sparse", k frames spread over it from the bank's per-frame features
      (encoders that average frame embeddings only: open_clip, the thumbnail)

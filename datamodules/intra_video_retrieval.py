@@ -1,7 +1,6 @@
-"""Intra-video retrieval batches (BENCHMARKS 1.7): a window of length w around the query and around each
-candidate, read from the same per-recording feature banks as step recognition
-(spacewalk/benchmarks/spacewalk18/features/bank.py).
-Changing w re-slices the bank; nothing is re-encoded.
+"""Intra-video retrieval batches (docs/spacewalk18.md, Intra-video retrieval): a window of length w around the query and
+around each candidate, read from the same per-recording feature banks as step recognition
+(spacewalk/benchmarks/spacewalk18/features/bank.py). Changing w re-slices the bank; nothing is re-encoded.
 
 Samples per split (`samples`): "official" reads tasks/intra-video_retrieval/<split>.json; "generated" runs
 our sampler (spacewalk/benchmarks/spacewalk18/data/retrieval_sampler.py, settings in `sampler`, seed 43); "auto" (the

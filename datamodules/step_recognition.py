@@ -29,9 +29,9 @@ models (X-CLIP, VideoMAE) and external features, sparse v would be one encoder c
 frames per sample and context length, which no bank can precompute, so it is refused with an error. The
 LFB heads read the cells, not v, so neither option changes them. t is the window transcript feature:
 the normalised weighted mean of the embeddings of the window's sentences (strict-overlap rule of
-BENCHMARKS 1.3). The paper encodes the joined window text instead; a sentence encoder truncates long
-input (MiniLM: 256 word pieces, about 1.5 min of speech), so the mean keeps every sentence of a
-20-minute window. Within a cell the text block is the embedding of that cell's joined sentences.
+docs/spacewalk18.md, Context windows). The paper encodes the joined window text instead; a sentence encoder truncates
+long input (MiniLM: 256 word pieces, about 1.5 min of speech), so the mean keeps every sentence of a 20-minute window.
+Within a cell the text block is the embedding of that cell's joined sentences.
 
 How t pools the sentences (`text_pool`, the paper is silent since it encodes the joined text):
 - "mean": every sentence of the window counts once;

@@ -1,4 +1,5 @@
-"""All-layer fine-tuning (BENCHMARKS 1.5): the encoders themselves learn, against frozen step features.
+"""All-layer fine-tuning (docs/spacewalk18.md, The paper's models): the encoders themselves learn, against frozen step
+features.
 
 `TrainableTowers` is a head (models/heads.py's contract: batch -> [B, D] in step-feature space) that owns
 trainable copies of the run's encoders and reads the encoders' inputs the DataModule decodes and tokenises

@@ -1,4 +1,5 @@
-"""Intra-video retrieval (BENCHMARKS 1.7): which of two candidate windows comes from the query window's step.
+"""Intra-video retrieval (docs/spacewalk18.md, Intra-video retrieval): which of two candidate windows comes from the
+query window's step.
 
 score_c = <G^q(f_q), G^c(f_c)> / temperature for the two candidates c (features unit-normalised after
 the maps when `normalize`), prediction = argmax. Heads:

@@ -1,4 +1,5 @@
-"""Step recognition as contrastive scoring against the recording's step features (BENCHMARKS 1.5).
+"""Step recognition as contrastive scoring against the recording's step features (docs/spacewalk18.md, The paper's
+models).
 
 score_i = scale * <head(batch), f_i^a> for the recording's classes i = 0..K (padding rows -inf). Trained
 with cross-entropy over steps 1..K only, on samples labelled 1..K: Irrelevant is not a class during

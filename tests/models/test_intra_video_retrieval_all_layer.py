@@ -182,7 +182,7 @@ def test_the_config_keeps_the_paper_settings():
     assert cfg.task.recipe == "spacewalk.training.intra_video_retrieval"
     assert cfg.model._target_ == "models.intra_video_retrieval_all_layer.AllLayerRetrievalModule"
     assert cfg.model.optimizer._target_ == "torch.optim.AdamW"
-    assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-6, 1e-6)  # EgoVLP's (BENCHMARKS 1.7)
+    assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-6, 1e-6)  # EgoVLP's (docs/spacewalk18.md)
     assert (cfg.trainer.max_epochs, cfg.datamodule.batch_size) == (1, 32)
     assert cfg.model.head.text_blocks == 1 and cfg.datamodule.context_seconds == 30.0
     assert cfg.datamodule._target_ == "datamodules.intra_video_retrieval_all_layer.AllLayerRetrievalDataModule"

@@ -1,5 +1,5 @@
 """Official Spacewalk-18 scoring: hand-computed cases, a loop-based reference written from the spec
-(BENCHMARKS.md 1.4) compared on the real test split, the random baseline, and the DDP Metric."""
+(docs/spacewalk18.md, Official scoring) compared on the real test split, the random baseline, and the DDP Metric."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def make_samples(frames_labels: list[tuple[int, int]]) -> list[StepSample]:
 
 
 # --------------------------------------------------------------------------------------------------
-# AP, by hand from the rule in BENCHMARKS.md 1.4
+# AP, by hand from the rule in docs/spacewalk18.md, Official scoring
 
 
 @pytest.mark.parametrize("scores, positives, expected", [
@@ -178,7 +178,7 @@ def test_predictions_outside_the_label_space_are_rejected():
 
 
 # --------------------------------------------------------------------------------------------------
-# an independent reference, written loop by loop from the text of BENCHMARKS.md 1.4
+# an independent reference, written loop by loop from the text of docs/spacewalk18.md, Official scoring
 
 
 def reference_ap(scores, positives):

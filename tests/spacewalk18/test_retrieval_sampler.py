@@ -1,5 +1,5 @@
-"""The intra-video retrieval sampler (BENCHMARKS 1.7): every rule checked on every sample, on hand-made
-segments, on a synthetic root and on the real annotations; and the samples command line."""
+"""The intra-video retrieval sampler (docs/spacewalk18.md, Intra-video retrieval): every rule checked on every sample,
+on hand-made segments, on a synthetic root and on the real annotations; and the samples command line."""
 
 from __future__ import annotations
 

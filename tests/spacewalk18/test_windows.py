@@ -1,4 +1,4 @@
-"""Context windows and their transcript text (BENCHMARKS.md section 1.3)."""
+"""Context windows and their transcript text (docs/spacewalk18.md, Context windows)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from conftest import REPO, compose_evaluate, compose_train
 
 CONF = str(REPO / "conf")
 MODELS = sorted(p.stem for p in (REPO / "conf/model").glob("*.yaml"))
-# the paper's context lengths (BENCHMARKS 1.3) and one that is not
+# the paper's context lengths (docs/spacewalk18.md, Context windows) and one that is not
 CONTEXTS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min", "1.5h"]
 
 

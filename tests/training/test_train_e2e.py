@@ -224,7 +224,7 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     assert window["ensemble"] == [str(best)] and len(window["calibrations"]) == 2
     assert window["emissions"] == {"recording_calibration": "none", "block_fusion": False}  # the default: off
 
-    # the emission options (issue 16, item 4), each candidate chosen on val with the grid, in both settings
+    # the emission options (conf/decoding/), each candidate chosen on val with the grid, in both settings
     # (small grids: the emission candidates are what is tested here)
     options = ["decoding.emissions.recording_calibration=[none,center,standardize]",
                "decoding.emissions.block_fusion=[false,true]", "plots=false", "decoding.grid.rate_scale=[1.0]"]

@@ -1,4 +1,4 @@
-"""HiREST (BENCHMARKS §2): `dataset` (the release layout read into typed, validated objects), `open` (what
+"""HiREST (docs/hirest.md): `dataset` (the release layout read into typed, validated objects), `open` (what
 `data=hirest` opens: the release at root, else the synthetic one written on first use), `features` (1 fps
 features, released or extracted), `subtitles` (Whisper's SRT files: the one reader and writer),
 `predictions` (the official prediction files, collected and written), `scoring` (the official scoring of

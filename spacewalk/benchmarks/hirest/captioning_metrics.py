@@ -1,4 +1,4 @@
-"""Caption scoring as HiREST's official evaluate.py does it (docs: BENCHMARKS.md 2.2), on pycocoevalcap.
+"""Caption scoring as HiREST's official evaluate.py does it (docs/hirest.md, Official scoring rules), on pycocoevalcap.
 
 The authors call `language_evaluation.CocoEvaluator().run_evaluation(candidates, references)`, a thin
 wrapper over the MS-COCO caption code (coco-caption): each caption becomes its own "image" with one

@@ -1,4 +1,4 @@
-"""Official HiREST scoring (docs: BENCHMARKS.md section 2.2), equal to the authors' evaluate.py.
+"""Official HiREST scoring (docs/hirest.md, Official scoring rules), equal to the authors' evaluate.py.
 
 Numbers must equal the authors' script on the same files to the last digit, so every formula keeps
 their arithmetic and their order of operations (IoU's union is `(e2 - s2 + e1) - s1`, recall is a
@@ -32,12 +32,12 @@ Semantics taken from the authors' code, some of which the spec leaves implicit:
   less than 1 s apart overlap too. Their NMS visits the segments in the order numpy's argsort gives a
   constant key, which depends on the numpy version and CPU (see NMS_ORDERS; an option, default the
   authors' own). Gaps are then filled.
-  So, unlike what BENCHMARKS.md 2.2 says, a contiguous partition is not always left unchanged: its first
-  and last steps are dropped (not strictly inside); in identity order NMS keeps every other inner step
-  from the last one and the gap fill restores the others, except that with an even number of steps the
-  second step is suppressed and the first gap merges it with the first; steps under 1 s merge with
-  neighbours; the introsort order merges more. The GT scored against itself gets recall@0.5 of 88.14
-  (introsort) or 88.40 (identity) on val, as the authors' code does under the matching numpy.
+  So, unlike what docs/hirest.md, Official scoring rules says, a contiguous partition is not always left unchanged: its
+  first and last steps are dropped (not strictly inside); in identity order NMS keeps every other inner step from the
+  last one and the gap fill restores the others, except that with an even number of steps the second step is suppressed
+  and the first gap merges it with the first; steps under 1 s merge with neighbours; the introsort order merges more.
+  The GT scored against itself gets recall@0.5 of 88.14 (introsort) or 88.40 (identity) on val, as the authors' code
+  does under the matching numpy.
 - Segmentation without post-processing: a video with no predicted segment scores recall = precision
   = 0 (their loop reuses the previous video's counter and divides 0 by it; for the first video it
   crashes instead). With post-processing, their script crashes on a predicted video missing from the

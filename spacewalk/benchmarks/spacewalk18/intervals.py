@@ -1,6 +1,6 @@
 """Bootstrap intervals of the step-recognition metrics (the shared two-stage bootstrap: spacewalk/bootstrap.py).
 
-The official numbers are per video, then the unweighted mean over videos (BENCHMARKS.md 1.4), so the unit is
+The official numbers are per video, then the unweighted mean over videos (docs/spacewalk18.md), so the unit is
 two-level: recordings, then the samples within them. Accuracy and mAP resample both levels; IoU resamples the
 recordings only, because a recording's samples tile its timeline (each covers the span up to its neighbours'
 midpoints), so a sample drawn twice adds no time and one left out hands its span to its neighbours: they are not

@@ -1,4 +1,4 @@
-"""The Spacewalk-18 release layout (docs: BENCHMARKS.md section 1.1) read into typed, validated objects.
+"""The Spacewalk-18 release layout (docs/spacewalk18.md, Release layout) read into typed, validated objects.
 
 One reader for every dataset root in the official layout: the real release, the synthetic default,
 and a user's own recordings. Everything is validated on load; a problem raises a DataError that names

@@ -1,4 +1,4 @@
-"""The intra-video retrieval sampler (BENCHMARKS.md section 1.7), for any dataset root.
+"""The intra-video retrieval sampler (docs/spacewalk18.md, Intra-video retrieval), for any dataset root.
 
 A sample is a query frame q and two candidate frames at q - d and q + d: one in the query's step
 segment, one in the adjacent segment. The rules of the paper:

@@ -8,7 +8,7 @@
 Step recognition (the default task): the format of tasks/step_recognition/<split>.json, made by the
 official deterministic sampler; on the real release it reproduces those files exactly.
 Intra-video retrieval: the format of tasks/intra-video_retrieval/<split>.json, made by
-spacewalk.benchmarks.spacewalk18.data.retrieval_sampler (BENCHMARKS 1.7; the real release has no train file). `--stats`
+spacewalk.benchmarks.spacewalk18.data.retrieval_sampler (docs/spacewalk18.md, Intra-video retrieval; the real release has no train file). `--stats`
 prints the statistics of the written samples beside those of the root's own file for that split, if any.
 """
 

@@ -1,4 +1,4 @@
-"""The official step-recognition sampler (BENCHMARKS.md section 1.2).
+"""The official step-recognition sampler (docs/spacewalk18.md, Step-recognition samples).
 
 Deterministic: per label, gather the frames of all its segments (in order); deal the samples
 round-robin over labels 0..K, skipping a label once it has as many samples as frames; take the

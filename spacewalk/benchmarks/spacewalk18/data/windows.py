@@ -1,4 +1,4 @@
-"""Context windows around a sample (BENCHMARKS.md section 1.3).
+"""Context windows around a sample (docs/spacewalk18.md, Context windows).
 
 A sample at time t with window length w sees [t - w/2, t + w/2] clipped to [0, video_length]: clipped,
 not shifted, so windows are asymmetric at the ends of a recording. A transcript sentence belongs to a

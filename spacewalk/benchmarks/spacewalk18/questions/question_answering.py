@@ -1,4 +1,4 @@
-"""Spacewalk-18 video question answering as a multiple-choice task (BENCHMARKS.md section 1.6).
+"""Spacewalk-18 video question answering as a multiple-choice task (docs/spacewalk18.md, Video question answering).
 
 The 376 questions of `tasks/question_answering/test.json` on one-hour clips of the test recordings become
 `MultipleChoiceItem`s (the clip as the visual, the clip's transcript, four options, the type as metadata);
@@ -42,8 +42,8 @@ ANSWERS_FILE = "answers.json"
 ANSWER_LIMITS = AnswerLimits(local=128, api=128, source="Spacewalk-18 single letter/number replies (ours: 128)")
 
 # App. C.2, in order: the video; the instruction; the question; the choices. The quoted sentences are the
-# paper's; the instruction is BENCHMARKS.md's account of it ("answer with a single letter A-D and nothing
-# else, the most likely one if unsure") written out in full.
+# paper's; the instruction (reply with one letter A-D and nothing else, the likeliest when unsure) is only
+# described there (docs/spacewalk18.md, Video question answering), so it is written out here in full.
 QA_INSTRUCTION = ("Answer with a single letter from A to {last} and nothing else. "
                   "If you are not sure, give the most likely answer.")
 TRANSCRIPT_SENTENCE = "The transcript of the video speech is: {transcript}."

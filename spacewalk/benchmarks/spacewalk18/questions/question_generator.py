@@ -1,5 +1,6 @@
 r"""Spacewalk-18 video QA questions from the step annotations, for any recordings (the benchmark's question
-templates, App. A.4.2; BENCHMARKS.md 1.6), in the official format of tasks/question_answering/test.json.
+templates, App. A.4.2; docs/spacewalk18.md, Video question answering), in the official format of
+tasks/question_answering/test.json.
 
     python -m spacewalk.benchmarks.spacewalk18.questions.question_generator [--root R] --split val --out FILE \
         [--seed 0] [--before-after 20] [--when 11] [--order 10] [--absent-share 0] [--window SECONDS]

@@ -1,4 +1,4 @@
-"""Spacewalk-18 step recognition posed as a multiple-choice question (BENCHMARKS.md section 1.5, "Video
+"""Spacewalk-18 step recognition posed as a multiple-choice question (docs/spacewalk18.md, The paper's models, "Video
 LLMs"): each official sample of a split becomes App. C.2's question over its context window of length w
 ([t - w/2, t + w/2] clipped, data/windows.py), with the K + 1 classes of its recording as
 the choices (0: Irrelevant with the DES text; i: the step's caption and narration) and the window's
@@ -49,8 +49,9 @@ from spacewalk.multiple_choice.task import Prompt, Record
 PREDICTIONS_FILE = "predictions.json"
 
 # App. C.2, in order: the video; the mission and transcript sentence; the instruction; the question; the
-# choices. Quoted sentences are the paper's; the instruction is BENCHMARKS.md's account of it ("answer with a
-# single number from 0 to <K> and nothing else, and give the most likely answer if unsure") written out.
+# choices. Quoted sentences are the paper's; the instruction (reply with one number from 0 to K and nothing
+# else, the likeliest when unsure) is only described there (docs/spacewalk18.md, The paper's models), so it is
+# written out here.
 MISSION = ("You are given a spacewalk video, where the spacewalk mission can be divided into {K} steps. "
            "The transcript of the video speech is: {transcript}.")
 INSTRUCTION = ("Answer with a single number from 0 to {K} and nothing else. "

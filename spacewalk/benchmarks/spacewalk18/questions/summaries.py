@@ -1,6 +1,6 @@
-"""Adaptation via summarisation (BENCHMARKS.md §1.5, the paper's Table 4): context a Spacewalk-18 question
-gives a model beyond the clip, as prompt parts (spacewalk/multiple_choice/task.py: texts and context
-`Visual`s) for the QA task and for step recognition as a question.
+"""Adaptation via summarisation (docs/spacewalk18.md, The paper's models, the paper's Table 4): context a Spacewalk-18
+question gives a model beyond the clip, as prompt parts (spacewalk/multiple_choice/task.py: texts and context `Visual`s)
+for the QA task and for step recognition as a question.
 
 - `animation`: the mission's animated preview. The release keeps no separate animation file: each step's
   animation clip is the slice [animation_start, animation_end) of the recording itself (§1.1), and the

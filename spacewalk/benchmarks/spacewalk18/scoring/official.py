@@ -1,4 +1,5 @@
-"""Official Spacewalk-18 scoring (docs: BENCHMARKS.md sections 1.4, 1.6, 1.7).
+"""Official Spacewalk-18 scoring (docs/spacewalk18.md: Official scoring, Video question answering, Intra-video
+retrieval).
 
 The numbers must equal the authors' evaluation.py on the same predictions, so AP and IoU are written
 here from their semantics instead of taken from sklearn/torchmetrics (whose AP and IoU differ). The
@@ -88,7 +89,7 @@ def class_average_precisions(scores: np.ndarray, labels: np.ndarray, classes: Se
 
 
 def average_precision(scores: Sequence[float] | np.ndarray, positives: Sequence[bool | int] | np.ndarray) -> float:
-    """The authors' AP of one class (nan without positives); see BENCHMARKS.md 1.4."""
+    """The authors' AP of one class (nan without positives); see docs/spacewalk18.md, Official scoring."""
     scores = np.asarray(scores, dtype=np.float64)
     positives = np.asarray(positives).astype(bool)
     if scores.ndim != 1 or positives.shape != scores.shape or len(scores) == 0:
@@ -121,7 +122,7 @@ def prediction_bounds(segments: Sequence[Segment], frame_indices: Sequence[int] 
 
 def class_ious(segments: Sequence[Segment], frame_indices: Sequence[int] | np.ndarray,
                predictions: Sequence[int] | np.ndarray) -> np.ndarray:
-    """IoU of each class 0..max label of the annotation (nan where 0 / 0); BENCHMARKS.md 1.4.
+    """IoU of each class 0..max label of the annotation (nan where 0 / 0); docs/spacewalk18.md, Official scoring.
 
     Both partitions are cut at every edge of either, so each elementary piece has one GT label and
     one predicted label: the authors' sum of pairwise overlaps is the length of pieces where they

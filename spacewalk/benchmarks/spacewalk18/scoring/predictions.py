@@ -1,4 +1,5 @@
-"""Official Spacewalk-18 prediction files (docs: BENCHMARKS.md 1.4, 1.6, 1.7): read with validation, write atomically.
+"""Official Spacewalk-18 prediction files (docs/spacewalk18.md: Official scoring, Video question answering, Intra-video
+retrieval): read with validation, write atomically.
 
 - step recognition: `{video_id: [{"prediction": int, "score": [K+1 floats]}, ...]}`, aligned by position
   with the samples of that video; `score` is optional but then absent everywhere;

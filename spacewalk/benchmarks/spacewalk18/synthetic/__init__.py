@@ -1,7 +1,7 @@
 """The synthetic Spacewalk-18: a small dataset in the official layout, generated from a seed.
 
 It is the project's default dataset, so every command runs on a fresh machine before any download.
-It is a miniature of the real release (docs/BENCHMARKS.md section 1): each recording opens with a
+It is a miniature of the real release (docs/spacewalk18.md): each recording opens with a
 not-annotated margin holding an animated preview of its planned steps, then performs the steps (with
 Irrelevant shots, repeats, interruptions and not-annotated gaps), then closes with another margin.
 Steps come from a fixed vocabulary of concepts; each concept has a visual signature (colour x moving

@@ -35,7 +35,8 @@ def _retrieval_choices(query: tuple[int, int], other: tuple[int, int], after: bo
 
 
 def retrieval_samples(segments: Sequence[Segment], n_samples: int, rng: np.random.Generator) -> list[dict]:
-    """Intra-video retrieval samples of one video (BENCHMARKS.md 1.7), grouped by segment pair in time order."""
+    """Intra-video retrieval samples of one video (docs/spacewalk18.md, Intra-video retrieval), grouped by segment
+    pair in time order."""
     pairs, irrelevant = [], []
     for a, b in zip(segments, segments[1:]):
         if a.label == NOT_ANNOTATED or b.label == NOT_ANNOTATED:
@@ -75,7 +76,8 @@ THIRDS = ("The first third of the video", "The middle third of the video", "The 
 
 
 def questions(plan: Plan, count: int, window: float, rng: np.random.Generator) -> list[dict]:
-    """"task before/after task" and "when task" questions (BENCHMARKS.md 1.6) on windows of one video."""
+    """"task before/after task" and "when task" questions (docs/spacewalk18.md, Video question answering) on
+    windows of one video."""
     window = min(window, 0.6 * plan.duration)
     starts = [s.start for s in plan.segments if s.label > 0 and s.start + window <= plan.duration]
     captions = [VOCABULARY[c].caption for c in plan.concepts]
