@@ -1,4 +1,4 @@
-"""HiREST official scoring (spacewalk/benchmarks/hirest/scoring.py, captioning_scores.py): hand-computed cases,
+"""HiREST official scoring (spacewalk/benchmarks/hirest/scoring.py, captioning_metrics.py): hand-computed cases,
 the real ground truth scored against itself, and bad input.
 
 Expected numbers marked "official" are what the authors' code prints on the same input; each names the

@@ -597,7 +597,7 @@ def score_step_captioning(predictions: Source, gt: Source, categories: Source | 
     computed here are listed under "skipped" with the reason.
 
     `predictions`: `{video: {"captions": [{"sentence": str}, ...]}}`; `gt`: the formatted step GT.
-    `scorer`: a `captioning_scores.CaptionScorer` to reuse (its METEOR process); one is made otherwise.
+    `scorer`: a `captioning_metrics.CaptionScorer` to reuse (its METEOR process); one is made otherwise.
     """
     from spacewalk.benchmarks.hirest.captioning_metrics import (
         CaptionScorer,  # Java-backed; imported only for captioning

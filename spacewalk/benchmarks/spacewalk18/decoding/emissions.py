@@ -1,4 +1,4 @@
-"""Stronger emissions for the plan decoder (plan_decoding.py): per-recording calibration and block fusion.
+"""Stronger emissions for the plan decoder (plan_decoder.py): per-recording calibration and block fusion.
 
 Both are options of `decoding.emissions` (conf/decoding/), chosen on val against the global calibration;
 both default off.
