@@ -7,12 +7,13 @@ config: `task.recipe` (conf/task/, chosen by each data config or `task=`) names 
 `RECIPE` (a `run.Recipe`) holds the task's hooks; each model config says which tasks it serves (`_tasks_`,
 checked by `tasks`). A new task adds a conf/task/ file and such a module, nothing here.
 
-Modules: `run` (the sequence, the Recipe hooks, what each entry point refuses), `tasks` (the (task, model, data)
-check and the task's defaults, before Lightning is imported), `trainer` (the Lightning Trainer, its callbacks and
-loggers), `run_directory` (the resolved config, resume, a finished run's config), `spacewalk18_modules` (a
-Spacewalk-18 run's DataModule and LightningModule), the recipes `step_recognition` (with its plan `decoding`),
-`intra_video_retrieval`, `hirest`, `multiple_choice`, and `sweep_summary` (the Hydra multirun callback). This
-module registers the config resolvers (`${seconds:5min}`, the bank folders, the run digest).
+Modules: `run` (the sequence, the Recipe hooks, what each entry point refuses), `choices` (the command's group
+choices as Hydra recorded them), `tasks` (the (task, model, data) check and the task's defaults, before Lightning is
+imported), `trainer` (the Lightning Trainer, its callbacks and loggers), `run_directory` (the resolved config,
+resume, a finished run's config), `spacewalk18_modules` (a Spacewalk-18 run's DataModule and LightningModule), the
+recipes `step_recognition` (with its plan `decoding`), `intra_video_retrieval`, `hirest`, `multiple_choice`, and
+`sweep_summary` (the Hydra multirun callback). This module registers the config resolvers (`${seconds:5min}`, the
+bank folders, the run digest).
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
 from spacewalk.core.errors import ConfigError
+from spacewalk.training.choices import model_choice
 from spacewalk.training.run_directory import load_run_config, resume_path, start_run
-from spacewalk.training.tasks import model_choice
 from spacewalk.training.trainer import best_checkpoint, build_trainer, close_loggers, eval_trainer
 
 log = logging.getLogger(__name__)

@@ -27,6 +27,7 @@ import yaml
 from omegaconf import DictConfig, open_dict
 
 from spacewalk.core.errors import ConfigError
+from spacewalk.training.choices import group_choices, model_choice
 
 # the groups whose sweep (`-m task=a,b`) leaves the task open until each job composes: no default is added then
 _TASK_CHOOSERS = ("task", "data", "experiment")
@@ -36,21 +37,6 @@ _HYDRA_CONFIG_FLAGS = ("--config-name", "-cn", "--config-path", "-cp", "--config
 SERVED_KEY = "_tasks_"
 # the configs beside train.py and evaluate.py
 CONF = Path(__file__).resolve().parents[2] / "conf"
-
-
-def _choices(cfg: DictConfig):
-    """The config-group choices of the command (`model=...`, `data=...`), from the composed config's hydra node
-    or, inside a Hydra app, from Hydra's runtime."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if "hydra" in cfg:
-        return cfg.hydra.runtime.choices
-    return HydraConfig.get().runtime.choices if HydraConfig.initialized() else {}
-
-
-def model_choice(cfg: DictConfig) -> str | None:
-    """The conf/model/ config the command chose (`model=...`)."""
-    return _choices(cfg).get("model")
 
 
 def served_tasks(model_file: Path) -> list[str]:
@@ -94,7 +80,7 @@ def check_model(cfg: DictConfig) -> None:
     if task.name not in served:
         raise ConfigError(f"model={choice} does not fit task={task.name}; the models of {task.name} (conf/model/ "
                           f"configs whose {SERVED_KEY} names it): {', '.join(models_serving(task.name))}")
-    data, readers = _choices(cfg).get("data"), list(cfg.get("data_tasks") or [])
+    data, readers = group_choices(cfg).get("data"), list(cfg.get("data_tasks") or [])
     if readers and task.name not in readers:
         raise ConfigError(f"data={data} is not read by task={task.name}; the tasks that read it "
                           f"(conf/data/{data}.yaml data_tasks): {', '.join(readers)}")
