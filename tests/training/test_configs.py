@@ -68,9 +68,11 @@ def test_zero_shot_choices_reach_the_datamodule_and_the_paper_variant_keeps_the_
 def test_lfb_cat_defaults_and_the_paper_settings_stay_reachable():
     cat = compose_train("model=lfb_cat").model
     assert (cat.head.identity_on, cat.head.normalize_blocks, cat.temperature) == ("all", True, 0.1)
-    paper = compose_train("experiment=paper_lfb_cat").model
+    paper_cfg = compose_train("experiment=paper_lfb_cat")
+    paper = paper_cfg.model
     assert paper == compose_train("model=lfb_cat", "model.head.identity_on=query", "model.head.normalize_blocks=false",
                                   "model.temperature=0.05").model
+    take_served_tasks(paper_cfg)  # as the programs do before anything is built
     with open_dict(paper):
         paper.head.dim = 16
     module = hydra.utils.instantiate(paper)
