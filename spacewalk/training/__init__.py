@@ -4,13 +4,16 @@ DataModules (datamodules/). The rest of `spacewalk` imports neither (tests/test_
 `train.py` and `evaluate.py` call `train(cfg)` and `evaluate(cfg)` here: the one run sequence of `run` (check
 the model against the task, fit, choose on val, test, write). What differs per task comes from the composed
 config: `task.recipe` (conf/task/, chosen by each data config or `task=`) names a module of this package whose
-`RECIPE` (a `run.Recipe`) holds the task's hooks; `task.models` lists the models the task runs. A new task adds
-a conf/task/ file and such a module, nothing here.
+`RECIPE` (a `run.Recipe`) holds the task's hooks; each model config says which tasks it serves (`_tasks_`,
+checked by `tasks`). A new task adds a conf/task/ file and such a module, nothing here.
 
-Modules: `run` (the sequence, the Recipe hooks, the model check), `common` (trainer, run directory, resolved
-config, resume), `build` (a Spacewalk-18 run's DataModule and LightningModule), the recipes `step_recognition`
-(with its plan `decoding`), `intra_video_retrieval`, `hirest`, `multiple_choice`, and `sweep_summary` (the Hydra
-multirun callback).
+Modules: `run` (the sequence, the Recipe hooks, what each entry point refuses), `choices` (the command's group
+choices as Hydra recorded them), `tasks` (the (task, model, data) check and the task's defaults, before Lightning is
+imported), `trainer` (the Lightning Trainer, its callbacks and loggers), `run_directory` (the resolved config,
+resume, a finished run's config), `spacewalk18_modules` (a Spacewalk-18 run's DataModule and LightningModule), the
+recipes `step_recognition` (with its plan `decoding`), `intra_video_retrieval`, `hirest`, `multiple_choice`, and
+`sweep_summary` (the Hydra multirun callback). This module registers the config resolvers (`${seconds:5min}`, the
+bank folders, the run digest).
 """
 
 from __future__ import annotations

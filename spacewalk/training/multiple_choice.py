@@ -24,8 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_text
 from spacewalk.multiple_choice import runner
-from spacewalk.training.common import RESOLVED_CONFIG, bootstrap_options
 from spacewalk.training.run import Recipe
+from spacewalk.training.run_directory import RESOLVED_CONFIG, bootstrap_options
 
 log = logging.getLogger(__name__)
 

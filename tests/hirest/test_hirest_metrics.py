@@ -1,4 +1,4 @@
-"""HiREST official scoring (spacewalk/benchmarks/hirest/scoring.py, captioning_scores.py): hand-computed cases,
+"""HiREST official scoring (spacewalk/benchmarks/hirest/scoring.py, captioning_metrics.py): hand-computed cases,
 the real ground truth scored against itself, and bad input.
 
 Expected numbers marked "official" are what the authors' code prints on the same input; each names the
@@ -384,14 +384,14 @@ def test_real_segmentation_gt_against_itself(hirest_data):
 
 @pytest.fixture(scope="module")
 def caption_scorer():
-    from spacewalk.benchmarks.hirest.captioning_scores import CaptionScorer
+    from spacewalk.benchmarks.hirest.captioning_metrics import CaptionScorer
 
     with CaptionScorer() as scorer:  # SPICE and BERTScore where available: they are skipped in CI
         yield scorer
 
 
 def test_ptb_tokenization_as_coco_caption(java):
-    from spacewalk.benchmarks.hirest.captioning_scores import ptb_tokenize
+    from spacewalk.benchmarks.hirest.captioning_metrics import ptb_tokenize
 
     assert ptb_tokenize(["Hello, World.", "", "it's (fine)", "put it on ", "a\rb", "naïve café"]) == [
         "hello world", "", "it 's -lrb- fine -rrb-", "put it on", "a b", "naïve café"]
@@ -411,7 +411,7 @@ def test_caption_scores_by_hand(caption_scorer, java):
 
 
 def test_real_captioning_gt_against_itself(hirest_data, caption_scorer, java):
-    from spacewalk.benchmarks.hirest.captioning_scores import ptb_tokenize
+    from spacewalk.benchmarks.hirest.captioning_metrics import ptb_tokenize
 
     split_file = hirest_data / STEP_GT["val"]
     gt = load(split_file)
@@ -447,7 +447,7 @@ def test_real_captioning_gt_against_itself(hirest_data, caption_scorer, java):
 
 
 def test_clip_frame_selection_as_the_authors():
-    from spacewalk.benchmarks.hirest.captioning_scores import clip_frame_indices, frame_sort_key
+    from spacewalk.benchmarks.hirest.captioning_metrics import clip_frame_indices, frame_sort_key
 
     # frames sorted by the number after the last '_' (not lexically)
     names = [Path(f"v/frame_{i}.jpg") for i in (10, 2, 1)]
@@ -461,7 +461,7 @@ def test_clip_frame_selection_as_the_authors():
 def test_optional_metrics_per_group(caption_scorer, monkeypatch, tmp_path, java):
     import torch
 
-    from spacewalk.benchmarks.hirest import captioning_scores as cm
+    from spacewalk.benchmarks.hirest import captioning_metrics as cm
 
     # BERTScore glue with the model replaced: per-pair F1, averaged per group as the authors' f.mean()
     monkeypatch.setattr(cm, "bertscore_missing", lambda: None)

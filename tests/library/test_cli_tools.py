@@ -11,7 +11,7 @@ import pytest
 
 from spacewalk import download
 from spacewalk.benchmarks.registry import find
-from spacewalk.benchmarks.spacewalk18 import samples
+from spacewalk.benchmarks.spacewalk18.data import samples
 
 from conftest import run_command
 

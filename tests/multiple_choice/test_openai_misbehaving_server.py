@@ -147,7 +147,7 @@ def test_the_command_ends_with_one_line_and_run_json_records_the_limits(stub, tm
     stub.queue = [(200, "Answer: A", 0)] + [(503, "overloaded", 0)] * 2
     run_dir = tmp_path / "run"
     result = run_command("evaluate.py", "data=spacewalk18_qa", f"data.synthetic_root={tmp_path / 'synthetic'}",
-                         "+data.synthetic.n_test=1", "+data.synthetic.questions_per_video=3", "data.max_items=3",
+                         "+data.synthetic.n_test=1", "+data.synthetic.questions_per_video=3", "data.limit=3",
                          "model=mc_openai", "model.model=stub-model", "model.text_only=true",
                          "model.requests_per_minute=null", "model.concurrency=1", "model.max_retries=1",
                          "model.backoff_seconds=0.01", "model.timeout_seconds=5", "model.max_reply_bytes=100000",

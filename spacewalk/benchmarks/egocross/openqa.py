@@ -30,7 +30,8 @@ from typing import Any
 from spacewalk.benchmarks.egocross.closeqa import FIRST_BLOCK
 
 CORRECT_FROM = 4
-# the authors' judge: at most 512 new tokens (BENCHMARKS §4); the judge's own limit, never the answering model's
+# the authors' judge: at most 512 new tokens (docs/egoschema_egocross.md, EgoCross); the judge's own limit, never the
+# answering model's
 JUDGE_MAX_TOKENS = 512
 
 

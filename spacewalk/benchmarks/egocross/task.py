@@ -27,10 +27,10 @@ from spacewalk.multiple_choice.task import Prompt, Record
 PREDICTIONS_FILE = "egocross_closeqa_replies.json"
 OPENQA_REPLIES_FILE = "egocross_openqa_replies.json"
 OPENQA_JUDGEMENTS_FILE = "egocross_openqa_judgements.json"
-# The authors' generation limits (BENCHMARKS §4; their eval_os_* and eval_gpt_* scripts, CloseQA and OpenQA
-# alike): open models at most 2048 new tokens (1024 for InternVL, which has no backend here), API models with
-# no limit (no max_tokens sent). Their JSON reply cut before its closing brace parses as nothing, so a limit
-# sized for a single letter would score a real model near 0.
+# The authors' generation limits (docs/egoschema_egocross.md, EgoCross; their eval_os_* and eval_gpt_* scripts, CloseQA
+# and OpenQA alike): open models at most 2048 new tokens (1024 for InternVL, which has no backend here), API models with
+# no limit (no max_tokens sent). Their JSON reply cut before its closing brace parses as nothing, so a limit sized for a
+# single letter would score a real model near 0.
 ANSWER_LIMITS = AnswerLimits(local=2048, api=None, source="EgoCross authors' scripts (open models 2048, API none)")
 
 

@@ -1,4 +1,4 @@
-"""EgoSchema scoring and submission files (BENCHMARKS.md section 3).
+"""EgoSchema scoring and submission files (docs/egoschema_egocross.md, EgoSchema).
 
 Accuracy is the only metric. Locally it is computed on the 500 questions of subset_answers.json; the full
 5031 are scored by the authors' server (a JSON `{q_uid: answer}` posted by their validate.py) or by Kaggle
