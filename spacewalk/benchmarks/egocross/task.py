@@ -110,8 +110,8 @@ class EgoCrossCloseQATask:
 
     def prompt(self, item: MultipleChoiceItem) -> Prompt:
         q = self._by_id[item.id]
-        return Prompt(parts=(Prompt.VISUAL, closeqa.prompt_text(q.question, q.option_lines, q.original_video_fps,
-                                                                q.sampling_fps)))
+        text = closeqa.prompt_text(q.question, q.option_lines, q.original_video_fps, q.sampling_fps)
+        return Prompt(parts=(Prompt.VISUAL, text), labels=tuple(q.letters))
 
     def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
         return closeqa.choice(reply, self._by_id[item.id].letters)
