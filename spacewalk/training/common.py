@@ -42,8 +42,12 @@ def build_trainer(cfg: DictConfig, **overrides) -> pl.Trainer:
     callbacks = [hydra.utils.instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
     loggers = [hydra.utils.instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
     trainer = hydra.utils.instantiate(cfg.trainer, **({"callbacks": callbacks, "logger": loggers} | overrides))
-    for lg in trainer.loggers:
-        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    if trainer.loggers:  # the resolved config and provenance.json (spacewalk/training/experiment_loggers.py)
+        from spacewalk.training.experiment_loggers import run_params
+
+        params = run_params(cfg, cfg.paths.output_dir)
+        for lg in trainer.loggers:
+            lg.log_hyperparams(params)
     warn_slow_bf16(trainer)
     return trainer
 

@@ -12,16 +12,15 @@ import json
 
 import pytest
 import torch
+from test_transformers_families import ALL, write_video
 
 from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice import tiny_models
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
-from spacewalk.multiple_choice.likelihood import continuation_logprobs
 from spacewalk.multiple_choice.task import Prompt
 
 from conftest import run_command
-from test_transformers_families import ALL, write_video
 
 OPTIONS = ("a red cube", "the blue sphere on the left", "none", "two green cones")
 
@@ -29,7 +28,7 @@ OPTIONS = ("a red cube", "the blue sphere on the left", "none", "two green cones
 def tiny_language_model(kind: str):
     """(model, tokenizer) of a one-layer Llama (with a chat template, as SmolLM2's) or Gemma 3 text model (none, as
     the Gemma 3 270M base model), on the byte-level tokenizer of tiny_models."""
-    from transformers import Gemma3TextConfig, Gemma3ForCausalLM, LlamaConfig, LlamaForCausalLM
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 
     tok = tiny_models.tiny_tokenizer(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
     special = dict(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
