@@ -172,3 +172,18 @@ def test_evaluate_scores_every_option_by_likelihood(family, tmp_path):
     for record in records:
         assert record["choice"] is not None and len(record["meta"]["loglik"]) == 5 and len(record["scores"]) == 5
         assert record["meta"]["scoring"] == "loglik" and record["meta"]["visual_tokens"] > 0
+
+
+def test_generation_stops_at_a_stop_string():
+    """A base model goes on past its answer; `stop_strings` (the Gemma 3 270M preset's "\\n") ends the reply there."""
+    backend = backend_of("llama", max_new_tokens=8)
+    backend.scoring = "generate"
+    preferred = backend.tokenizer.convert_tokens_to_ids("x")
+    backend.model.get_output_embeddings().register_forward_hook(
+        lambda module, args, out: out + 50.0 * torch.nn.functional.one_hot(torch.tensor(preferred),
+                                                                           out.shape[-1]).to(out.dtype))
+    item = MultipleChoiceItem(id="s1", question="q", options=("x", "y"))
+    prompt = Prompt(("Say x.",), labels=("A", "B"))
+    assert backend.answer([item], [prompt])[0].text == "x" * 8
+    backend.stop_strings = ["x"]
+    assert backend.answer([item], [prompt])[0].text == "x"

