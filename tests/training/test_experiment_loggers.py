@@ -35,13 +35,19 @@ def mlflow_run(log_dir):
     return client, runs[0]
 
 
+@pytest.fixture(autouse=True)
+def local_mlflow(monkeypatch):
+    """The default local store, whatever tracking server the environment names."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
 def multiple_choice(tmp_path, logger: str):
     log_dir = tmp_path / "logs"
     run_dir = tmp_path / "run"
     run_command("evaluate.py", "data=spacewalk18_qa", f"data.synthetic_root={tmp_path / 'synthetic'}", *TINY,
                 "model=mc_scripted", f"logger={logger}", "multiple_choice.progress=false",
                 "multiple_choice.wandb.enabled=false", f"hydra.run.dir={run_dir}",
-                env={"SPACEWALK_LOG_DIR": str(log_dir), "MLFLOW_TRACKING_URI": ""})
+                env={"SPACEWALK_LOG_DIR": str(log_dir)})
     return log_dir, run_dir, json.loads((run_dir / "metrics.json").read_text())
 
 
@@ -90,7 +96,7 @@ def test_training_logs_to_tensorboard_and_mlflow(tmp_path):
     mlflow_dir = tmp_path / "mlflow_run"
     run_command("train.py", f"data.synthetic_root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}",
                 *TINY, "model=lfb_avg", "trainer.max_epochs=1", "plots=false", "logger=mlflow",
-                f"hydra.run.dir={mlflow_dir}", env={"SPACEWALK_LOG_DIR": str(log_dir), "MLFLOW_TRACKING_URI": ""})
+                f"hydra.run.dir={mlflow_dir}", env={"SPACEWALK_LOG_DIR": str(log_dir)})
     metrics = json.loads((mlflow_dir / "metrics.json").read_text())
     client, run = mlflow_run(log_dir)
     assert run.data.metrics["test/Accuracy"] == pytest.approx(metrics["Accuracy"], abs=1e-4)
