@@ -48,6 +48,20 @@ def run_params(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     return params
 
 
+def tag_provenance(loggers, params: Mapping[str, Any]) -> None:
+    """MLflow keeps a parameter's first 250 characters (Lightning's MLFlowLogger cuts them), which a command line
+    often exceeds: the provenance's command, argv and commit also go to an MLflow run as tags (`provenance.command`
+    ...), whole. Other loggers keep parameters whole."""
+    from pytorch_lightning.loggers import MLFlowLogger
+
+    provenance = params.get("provenance") or {}
+    for logger in loggers:
+        if isinstance(logger, MLFlowLogger):
+            for key in ("command", "argv", "commit"):
+                if provenance.get(key) is not None:
+                    logger.experiment.set_tag(logger.run_id, f"provenance.{key}", str(provenance[key]))
+
+
 def _is_interval(value: Any) -> bool:
     return isinstance(value, Mapping) and "estimate" in value and "low" in value and "high" in value
 
@@ -93,6 +107,7 @@ def log_finished_run(cfg: DictConfig, output_dir: str | Path, metrics: Mapping[s
     for entry in entries:
         logger = hydra.utils.instantiate(entry)
         logger.log_hyperparams(params)
+        tag_provenance([logger], params)
         logger.log_metrics(numbers, step=0)
         logger.finalize("success")
         names.append(type(logger).__name__)

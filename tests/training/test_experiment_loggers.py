@@ -74,8 +74,10 @@ def test_mlflow_holds_a_multiple_choice_runs_metrics_config_and_provenance(tmp_p
     assert run.data.metrics["test/Accuracy_high"] == pytest.approx(interval["high"])
     provenance = json.loads((run_dir / "provenance.json").read_text())
     params = run.data.params
-    assert params["provenance/command"] == provenance["command"] and params["provenance/commit"] == str(
-        provenance["commit"])
+    # parameters keep 250 characters (Lightning's MLFlowLogger), the tags the whole provenance
+    assert params["provenance/command"] == provenance["command"][:250]
+    assert run.data.tags["provenance.command"] == provenance["command"]
+    assert run.data.tags["provenance.commit"] == str(provenance["commit"]) == params["provenance/commit"]
     assert params["model/_target_"].endswith("ScriptedBackend") and params["intervals/n_resamples"] == str(
         interval["n_resamples"])
     assert run.data.tags["model"] == "mc_scripted" and run.data.tags["data"] == "spacewalk18_qa"
@@ -102,5 +104,6 @@ def test_training_logs_to_tensorboard_and_mlflow(tmp_path):
     assert run.data.metrics["test/Accuracy"] == pytest.approx(metrics["Accuracy"], abs=1e-4)
     assert run.data.metrics["test/Accuracy_high"] == pytest.approx(metrics["intervals"]["Accuracy"]["high"], abs=1e-4)
     assert [m.step for m in client.get_metric_history(run.info.run_id, "train/loss_epoch")]  # logged as it trained
-    assert run.data.params["provenance/command"].startswith("python train.py")
+    assert run.data.tags["provenance.command"].startswith("python train.py")
+    assert run.data.tags["provenance.command"] == json.loads((mlflow_dir / "provenance.json").read_text())["command"]
     assert run.data.params["model/_target_"] and run.data.tags["model"] == "lfb_avg"
