@@ -120,3 +120,51 @@ def gguf_path(package: str, cache_dir: str | Path | None = None) -> Path:
     if not found or not found[0].is_file():
         raise ConfigError(f"{package} is installed but has no {model.file}: reinstall it")
     return found[0]
+
+
+def save_checkpoint(model, tokenizer, folder: str | Path) -> Path:
+    """A model loaded from a GGUF file (its weights dequantized to torch) saved as a regular checkpoint folder, with
+    its tokenizer: what a server that reads folders serves (`transformers serve FOLDER`). transformers refuses to
+    save a model it loaded from GGUF as it is (its quantizer is marked not serializable), so the weights go into a
+    fresh model of the same class and config first. Written under a temporary name and renamed."""
+    import copy
+
+    from spacewalk.core.io import atomic_dir
+
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = type(model)(config)
+    plain.load_state_dict(model.state_dict())
+    folder = Path(folder)
+    with atomic_dir(folder) as work:
+        plain.save_pretrained(work)
+        tokenizer.save_pretrained(work)
+    return folder
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    from spacewalk.core.command_errors import user_errors_reported
+
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.multiple_choice.packaged_llms",
+                                     description="A packaged language model as a checkpoint folder (for servers).")
+    parser.add_argument("--package", choices=sorted(PACKAGED), required=True)
+    parser.add_argument("--out", type=Path, required=True, help="the checkpoint folder to write")
+    args = parser.parse_args(argv)
+    with user_errors_reported():
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = gguf_path(args.package)
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        print(save_checkpoint(model, tokenizer, args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

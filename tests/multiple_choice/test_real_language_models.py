@@ -20,7 +20,7 @@ from test_transformers_serve import START_SECONDS, free_port
 
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
-from spacewalk.multiple_choice.packaged_llms import PACKAGED, gguf_path, sha256_of
+from spacewalk.multiple_choice.packaged_llms import PACKAGED, gguf_path, save_checkpoint, sha256_of
 
 from conftest import OFFLINE, run_command
 
@@ -140,10 +140,9 @@ def test_gemma3_270m_parts_join_with_the_published_sha256(tmp_path, monkeypatch)
 @pytest.fixture(scope="session")
 def served_smollm2(smollm2, tmp_path_factory):
     """`transformers serve` (the dev extra's) on 127.0.0.1 with SmolLM2 saved as a regular checkpoint (serve reads a
-    folder, not a GGUF file)."""
-    folder = tmp_path_factory.mktemp("served_smollm2") / "SmolLM2-135M-Instruct"
-    smollm2.model.save_pretrained(folder)
-    smollm2.tokenizer.save_pretrained(folder)
+    folder, not a GGUF file: packaged_llms.save_checkpoint)."""
+    folder = save_checkpoint(smollm2.model, smollm2.tokenizer,
+                             tmp_path_factory.mktemp("served_smollm2") / "SmolLM2-135M-Instruct")
     port = free_port()
     log_path = folder.parent / "serve.log"
     command = [sys.executable, "-c", "from transformers.cli.transformers import main; main()", "serve", str(folder),
