@@ -10,7 +10,7 @@ from pathlib import Path
 
 import hydra
 import pytorch_lightning as pl
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,13 @@ def build_trainer(cfg: DictConfig, **overrides) -> pl.Trainer:
     loggers = [hydra.utils.instantiate(c)
                for c in installed_loggers([c for c in (cfg.get("logger") or {}).values() if c is not None])]
     trainer = hydra.utils.instantiate(cfg.trainer, **({"callbacks": callbacks, "logger": loggers} | overrides))
-    for lg in trainer.loggers:
-        lg.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    if trainer.loggers:  # the resolved config and provenance.json (spacewalk/training/experiment_loggers.py)
+        from spacewalk.training.experiment_loggers import run_params, tag_provenance
+
+        params = run_params(cfg, cfg.paths.output_dir)
+        for lg in trainer.loggers:
+            lg.log_hyperparams(params)
+        tag_provenance(trainer.loggers, params)
     warn_slow_bf16(trainer)
     return trainer
 

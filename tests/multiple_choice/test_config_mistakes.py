@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
 from spacewalk.core.errors import ConfigError, DataError, UserInputError
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend

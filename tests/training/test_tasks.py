@@ -19,7 +19,9 @@ TASKS = sorted(p.stem for p in (CONF / "task").glob("*.yaml"))
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
 # models whose instantiation loads weights or reads data: composed and checked, not built
 HEAVY = {"all_layer", "ivr_all_layer", "mc_caption_enhanced", "mc_contrastive_text", "mc_contrastive_video",
-         "mc_llava_onevision", "mc_plan", "mc_qwen2_5_vl", "mc_transformers"}
+         "mc_llava_onevision", "mc_plan", "mc_qwen2_5_vl", "mc_transformers", "mc_smollm2", "mc_gemma3_270m",
+         "mc_qwen2_5_vl_egoschema", "mc_qwen3_vl_egoschema", "mc_llava_onevision_egoschema", "mc_gemma3_egoschema",
+         "mc_qwen2_5_vl_egocross", "mc_qwen2_5_vl_spacewalk18"}
 # what a task needs besides task= to compose (HiREST's data config carries its features and scale)
 TASK_DATA = {"hirest": ["data=hirest"], "multiple_choice": ["data=spacewalk18_qa"]}
 

@@ -167,7 +167,7 @@ transcript in the prompt and the classes as the choices (0) to (K).
 def _step_task(context: str) -> LmmsEvalTask:
     return LmmsEvalTask(
         f"spacewalk18_step_questions_{context}",
-        "spacewalk.benchmarks.spacewalk18.step_recognition_questions.step_recognition_questions_task",
+        "spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions.step_recognition_questions_task",
         {"split": "test", "context": context}, limit="limit",
         metrics={"Accuracy": True, "IoU": True, "unparsable": False}, data_config="spacewalk18_step_questions",
         cluster="video_id",
@@ -181,7 +181,8 @@ BENCHMARK = Benchmark(
                          arguments, score, default=True, description=__doc__),),
     rescore=rescore,
     lmms_eval=(
-        LmmsEvalTask("spacewalk18_qa", "spacewalk.benchmarks.spacewalk18.question_answering.question_answering_task",
+        LmmsEvalTask("spacewalk18_qa",
+                     "spacewalk.benchmarks.spacewalk18.questions.question_answering.question_answering_task",
                      {}, limit="limit", metrics={"Accuracy": True, "unparsable": False},
                      data_config="spacewalk18_qa", notes=_QA_NOTES),
         *(_step_task(context) for context in ("1min", "3min", "5min")),

@@ -84,7 +84,7 @@ class CaptionEnhancedBackend:
                 meta["captions"] = captions
             else:
                 meta.setdefault("context_captions", []).append(captions)
-        return Prompt(tuple(parts), prompt.system), meta
+        return Prompt(tuple(parts), prompt.system, prompt.labels), meta
 
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
         enhanced, metas = [], []

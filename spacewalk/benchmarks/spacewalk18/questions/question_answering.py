@@ -105,7 +105,7 @@ class QuestionAnswering:
                                item.visual.end)
         parts += [QA_INSTRUCTION.format(last=labels[-1]), f"Here is the question: {item.question}",
                   choices_block(item.options, labels)]
-        return Prompt(tuple(parts))
+        return Prompt(tuple(parts), labels=tuple(labels))
 
     def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
         return parse_letter(reply, item.options)

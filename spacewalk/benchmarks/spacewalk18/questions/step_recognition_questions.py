@@ -152,7 +152,8 @@ class StepRecognitionQuestions:
     def prompt(self, item: MultipleChoiceItem) -> Prompt:
         k = len(item.options) - 1
         return Prompt((*self.context_parts(item), INSTRUCTION.format(K=k), f"Here is the question: {item.question}",
-                       choices_block(item.options, [str(i) for i in range(k + 1)])))
+                       choices_block(item.options, [str(i) for i in range(k + 1)])),
+                      labels=tuple(str(i) for i in range(k + 1)))
 
     def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
         return parse_number(reply, len(item.options))
@@ -220,7 +221,8 @@ class StepRatingQuestions(StepRecognitionQuestions):
         return self._items
 
     def prompt(self, item: MultipleChoiceItem) -> Prompt:
-        return Prompt((*self.context_parts(item), RATING_INSTRUCTION, f"Here is the question: {item.question}"))
+        return Prompt((*self.context_parts(item), RATING_INSTRUCTION, f"Here is the question: {item.question}"),
+                      labels=self.RATINGS)
 
     def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
         value = parse_number(reply, 11)
