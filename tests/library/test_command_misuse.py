@@ -13,8 +13,9 @@ from spacewalk import download, score
 from spacewalk.benchmarks.egocross import synthetic as egocross_synthetic
 from spacewalk.benchmarks.egoschema import synthetic as egoschema_synthetic
 from spacewalk.benchmarks.hirest.synthetic import __main__ as hirest_synthetic
-from spacewalk.benchmarks.spacewalk18 import plan_reading, question_generator, samples
-from spacewalk.benchmarks.spacewalk18 import synthetic as spacewalk18_synthetic
+from spacewalk.benchmarks.spacewalk18.data import samples
+from spacewalk.benchmarks.spacewalk18.questions import plan_reading, question_generator
+from spacewalk.benchmarks.spacewalk18.synthetic import __main__ as spacewalk18_synthetic
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import atomic_dir, load_json, write_json
 from spacewalk.multiple_choice import records, tiny_models

@@ -12,7 +12,7 @@ from spacewalk.benchmarks.egocross.synthetic import ensure_egocross
 from spacewalk.benchmarks.egoschema.synthetic import ensure_egoschema
 from spacewalk.benchmarks.hirest.synthetic.generate import ensure_hirest
 from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import DecodeSettings
-from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.settings import from_mapping
 from spacewalk.multiple_choice.backends.transformers_vlm import load_families
