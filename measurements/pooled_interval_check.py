@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
-from spacewalk.benchmarks.spacewalk18.scoring import resampled_accuracies, resampled_mean_average_precisions
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.scoring.official import resampled_accuracies, resampled_mean_average_precisions
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 from spacewalk.bootstrap import BootstrapOptions, grouped_draws, grouped_replicates
 
 

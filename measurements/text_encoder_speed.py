@@ -14,7 +14,7 @@ every row alike) and reported as the median:
 - reference: `SentenceTransformer.encode(texts, batch_size=64, normalize_embeddings=True)`, one call (the
   library orders the texts by characters and pads each batch to its longest);
 - ours: `SentenceTextEncoder.encode(texts)` (spacewalk/encoders/sentence.py: batches of one token count);
-- builder: `FeatureBank._encode_texts` on one recording's texts, the bank build's text step (distinct texts,
+- builder: `RecordingBuilder.encode_texts` on one recording's texts, the bank build's text step (distinct texts,
   longest first, calls of 256, float16 rows), against the reference on the same texts; the goal is 0.90
   of the reference or more;
 - file order: the same texts through our encoder in calls of 256 in the recording's order, without the
@@ -52,7 +52,7 @@ BATCH = 64  # the text_encoder configs' batch_size and the reference's
 def bank_texts(bank, video_id: str) -> list[str]:
     """The distinct non-empty texts a bank build of one recording encodes, in the recording's order (cells,
     sentences, narrations, captions)."""
-    groups, _ = bank.text_groups(bank.dataset.recordings[video_id])
+    groups, _ = bank.builder.text_groups(bank.dataset.recordings[video_id])
     return list(dict.fromkeys(t for texts in groups.values() for t in texts if t))
 
 
@@ -79,8 +79,8 @@ def main() -> None:
 
     import torch
 
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-    from spacewalk.benchmarks.spacewalk18.feature_bank import FeatureBank
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
 
     dataset = Spacewalk18(args.root)
     texts_of = FeatureBank(Path(tempfile.gettempdir()) / "unused", dataset, None)
@@ -104,7 +104,7 @@ def measure(name: str, args, dataset, sample: list[str], recording: list[str], v
     """Every row of one encoder, at each thread count."""
     import torch
 
-    from spacewalk.benchmarks.spacewalk18.feature_bank import FeatureBank
+    from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
 
     encoder = make_encoder(name, args.cache_dir, "float32")
     half = make_encoder(name, args.cache_dir, "bfloat16") if args.bf16 else None
@@ -120,7 +120,7 @@ def measure(name: str, args, dataset, sample: list[str], recording: list[str], v
 
     rows = {"reference": lambda: reference(sample), "ours": lambda: encoder.encode(sample),
             "builder reference": lambda: reference(recording),
-            "builder": lambda: bank._encode_texts(recording, video_id, progress=False),
+            "builder": lambda: bank.builder.encode_texts(recording, video_id, progress=False),
             "file order": lambda: file_order(recording)}
     if half is not None:
         rows["ours, bfloat16"] = lambda: half.encode(sample)

@@ -1,4 +1,4 @@
-"""HiREST official scoring (spacewalk/benchmarks/hirest/scoring.py, captioning_scores.py): hand-computed cases,
+"""HiREST official scoring (spacewalk/benchmarks/hirest/scoring.py, captioning_metrics.py): hand-computed cases,
 the real ground truth scored against itself, and bad input.
 
 Expected numbers marked "official" are what the authors' code prints on the same input; each names the
@@ -144,11 +144,17 @@ def test_segment_predictions_that_cannot_be_are_refused(tmp_path, segment, messa
     (hm.score_moment_retrieval, {"q": {"a.mp4": {"clip": True, "bounds": [-3, 10]}}}, "bounds"),
     (hm.score_moment_segmentation, {"a.mp4": {"bounds": [[0, 5], [9, 5]]}}, "bounds[1]"),
     (hm.score_moment_segmentation, {"a.mp4": {"bounds": [[-1, 5], [5, 9]]}}, "bounds[0]"),
+    # a split file's moment past its own v_duration (end 99999 of a 207 s video would be scored as given)
+    (hm.score_moment_retrieval, {"q": {"a.mp4": {"clip": True, "bounds": [50, 99999], "v_duration": 207.08}}},
+     "bounds"),
+    (hm.score_video_retrieval, {"q": {"a.mp4": {"clip": True, "bounds": [50, 99999], "v_duration": 207.08}}},
+     "bounds"),
 ])
 def test_ground_truth_spans_that_cannot_be_are_refused(tmp_path, scorer, gt, field):
     path = tmp_path / "gt.json"
     path.write_text(json.dumps(gt))
-    with pytest.raises(DataError, match="ends before it starts|before the video's start") as info:
+    with pytest.raises(DataError, match="ends before it starts|before the video's start|ends after the video "
+                                        r"\(207.08 s\)") as info:
         scorer({}, path, tiny_categories())
     assert info.value.file == str(path) and "a.mp4" in info.value.item and info.value.field == field
 
@@ -378,14 +384,14 @@ def test_real_segmentation_gt_against_itself(hirest_data):
 
 @pytest.fixture(scope="module")
 def caption_scorer():
-    from spacewalk.benchmarks.hirest.captioning_scores import CaptionScorer
+    from spacewalk.benchmarks.hirest.captioning_metrics import CaptionScorer
 
     with CaptionScorer() as scorer:  # SPICE and BERTScore where available: they are skipped in CI
         yield scorer
 
 
 def test_ptb_tokenization_as_coco_caption(java):
-    from spacewalk.benchmarks.hirest.captioning_scores import ptb_tokenize
+    from spacewalk.benchmarks.hirest.captioning_metrics import ptb_tokenize
 
     assert ptb_tokenize(["Hello, World.", "", "it's (fine)", "put it on ", "a\rb", "naïve café"]) == [
         "hello world", "", "it 's -lrb- fine -rrb-", "put it on", "a b", "naïve café"]
@@ -405,7 +411,7 @@ def test_caption_scores_by_hand(caption_scorer, java):
 
 
 def test_real_captioning_gt_against_itself(hirest_data, caption_scorer, java):
-    from spacewalk.benchmarks.hirest.captioning_scores import ptb_tokenize
+    from spacewalk.benchmarks.hirest.captioning_metrics import ptb_tokenize
 
     split_file = hirest_data / STEP_GT["val"]
     gt = load(split_file)
@@ -441,7 +447,7 @@ def test_real_captioning_gt_against_itself(hirest_data, caption_scorer, java):
 
 
 def test_clip_frame_selection_as_the_authors():
-    from spacewalk.benchmarks.hirest.captioning_scores import clip_frame_indices, frame_sort_key
+    from spacewalk.benchmarks.hirest.captioning_metrics import clip_frame_indices, frame_sort_key
 
     # frames sorted by the number after the last '_' (not lexically)
     names = [Path(f"v/frame_{i}.jpg") for i in (10, 2, 1)]
@@ -455,7 +461,7 @@ def test_clip_frame_selection_as_the_authors():
 def test_optional_metrics_per_group(caption_scorer, monkeypatch, tmp_path, java):
     import torch
 
-    from spacewalk.benchmarks.hirest import captioning_scores as cm
+    from spacewalk.benchmarks.hirest import captioning_metrics as cm
 
     # BERTScore glue with the model replaced: per-pair F1, averaged per group as the authors' f.mean()
     monkeypatch.setattr(cm, "bertscore_missing", lambda: None)

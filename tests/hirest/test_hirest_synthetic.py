@@ -424,7 +424,7 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
 def test_cli_refuses_an_existing_root(root, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--root", str(root)])
-    assert exit_info.value.code == 1 and "exists" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and "exists" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("bad", [dict(n_val=0), dict(n_train=200), dict(videos_per_query=(2, 1)),

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.predictions import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.scoring.official import qa_accuracy, retrieval_accuracy, step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import (
     write_qa_predictions,
     write_retrieval_predictions,
     write_step_predictions,
 )
-from spacewalk.benchmarks.spacewalk18.scoring import qa_accuracy, retrieval_accuracy, step_recognition_metrics
 from spacewalk.score import main
 
 from conftest import run_command
@@ -225,7 +225,7 @@ def test_hirest_real_root(real_hirest_root, tmp_path, capsys):
 def test_hirest_missing_scorer_exits_1(tmp_path, capsys, monkeypatch):
     # a scorer the captioning metrics need (Java, pycocoevalcap) is not the user's files: exit 1, its message
     from spacewalk.benchmarks.hirest import scoring
-    from spacewalk.benchmarks.hirest.captioning_scores import ScorerUnavailable
+    from spacewalk.benchmarks.hirest.captioning_metrics import ScorerUnavailable
 
     def unavailable(*args, **kwargs):
         raise ScorerUnavailable("java is not on PATH")

@@ -46,7 +46,7 @@ QA, STEP, EGOCROSS = "spacewalk18_qa", "spacewalk18_step_questions_1min", "egocr
 STEPS = ("spacewalk18_step_questions_1min", "spacewalk18_step_questions_3min", "spacewalk18_step_questions_5min")
 # a few items of each task, what both harnesses ask: 7 questions; per window 7 samples, 4 of the first test recording
 # and 3 of the second (unequal, so the mean over recordings and the mean over documents differ); 7 EgoCross questions
-SMALL = ["spacewalk18.max_items=7", "spacewalk18.samples_per_video=4", "egocross.limit=7"]
+SMALL = ["spacewalk18.limit=7", "spacewalk18.samples_per_video=4", "egocross.limit=7"]
 N_ITEMS = 7
 
 
@@ -351,10 +351,10 @@ def test_lmms_eval_runs_the_tasks_against_a_local_server_and_scores_as_evaluate_
                               "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
         assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
         # the same items, asked by evaluate.py's OpenAI-compatible backend
-        evaluate("data=spacewalk18_qa", f"data.root={sw18}", f"data.max_items={N_ITEMS}",
+        evaluate("data=spacewalk18_qa", f"data.root={sw18}", f"data.limit={N_ITEMS}",
                  f"hydra.run.dir={tmp_path / 'qa'}", url=stub.url)
         evaluate("data=spacewalk18_step_questions", f"data.root={sw18}", "data.samples_per_video=4",
-                 f"data.max_items={N_ITEMS}", "context=1min,3min,5min", f"hydra.sweep.dir={tmp_path / 'steps'}",
+                 f"data.limit={N_ITEMS}", "context=1min,3min,5min", f"hydra.sweep.dir={tmp_path / 'steps'}",
                  url=stub.url, multirun=True)
         evaluate("data=egocross", f"data.root={egocross}", f"data.answers={egocross / 'answers.json'}",
                  f"data.limit={N_ITEMS}", f"hydra.run.dir={tmp_path / 'egocross'}", url=stub.url)

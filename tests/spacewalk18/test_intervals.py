@@ -1,15 +1,15 @@
 """The bootstrap intervals of step recognition (spacewalk/benchmarks/spacewalk18/intervals.py) and the resampled
 official
-metrics they use (spacewalk/benchmarks/spacewalk18/scoring.py)."""
+metrics they use (spacewalk/benchmarks/spacewalk18/scoring/official.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import RetrievalSample, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import RetrievalSample, Spacewalk18
 from spacewalk.benchmarks.spacewalk18.intervals import retrieval_intervals, step_recognition_intervals
-from spacewalk.benchmarks.spacewalk18.scoring import (
+from spacewalk.benchmarks.spacewalk18.scoring.official import (
     accuracy,
     class_average_precisions,
     resampled_accuracies,

@@ -167,8 +167,8 @@ def test_two_process_ddp_equals_one_process(tmp_path, recipe):
 
 def test_train_on_external_video_features_without_a_video_encoder(tmp_path):
     # features "extracted elsewhere" in the bank folder of encoder=external, which has no video encoder
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
     from fakes import write_external_features
 
@@ -228,7 +228,7 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     assert window["ensemble"] == [str(best)] and len(window["calibrations"]) == 2
     assert window["emissions"] == {"recording_calibration": "none", "block_fusion": False}  # the default: off
 
-    # the emission options (issue 16, item 4), each candidate chosen on val with the grid, in both settings
+    # the emission options (conf/decoding/), each candidate chosen on val with the grid, in both settings
     # (small grids: the emission candidates are what is tested here)
     options = ["decoding.emissions.recording_calibration=[none,center,standardize]",
                "decoding.emissions.block_fusion=[false,true]", "plots=false", "decoding.grid.rate_scale=[1.0]"]

@@ -29,6 +29,7 @@ from spacewalk.benchmarks.registry import (
     UsageError,
     pinned,
 )
+from spacewalk.core.arguments import non_negative_number, positive_count
 
 TASKS = ("closeqa", "openqa")
 
@@ -66,7 +67,7 @@ def egocross_judge(args: argparse.Namespace) -> _TextJudge:
         from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 
         return _TextJudge(OpenAIChatBackend(args.judge_model, text_only=True, max_tokens=args.judge_max_tokens,
-                                            requests_per_minute=args.judge_requests_per_minute,
+                                            requests_per_minute=args.judge_requests_per_minute or None,
                                             concurrency=args.judge_concurrency))
     from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 
@@ -97,11 +98,11 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                                               "folder / cached hub tag (transformers)")
     from spacewalk.benchmarks.egocross.openqa import JUDGE_MAX_TOKENS
 
-    parser.add_argument("--judge-max-tokens", type=int, default=JUDGE_MAX_TOKENS,
+    parser.add_argument("--judge-max-tokens", type=positive_count, default=JUDGE_MAX_TOKENS,
                         help="openqa: the judge's reply length (default 512, the authors')")
-    parser.add_argument("--judge-requests-per-minute", type=float, default=60.0,
+    parser.add_argument("--judge-requests-per-minute", type=non_negative_number, default=60.0,
                         help="openqa, --judge openai: request-rate limit (0: none)")
-    parser.add_argument("--judge-concurrency", type=int, default=8,
+    parser.add_argument("--judge-concurrency", type=positive_count, default=8,
                         help="openqa, --judge openai: requests in flight at once (the judgements do not depend on it)")
     parser.add_argument("--judgements", type=Path,
                         help="openqa: also write every item's score, its source and the judge's prompt and "

@@ -68,7 +68,7 @@ def videos(root: Path) -> dict[str, str]:
 
 
 def validate(root: Path):
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 
     dataset = Spacewalk18(root)
     for split in ("train", "val", "test"):
@@ -79,9 +79,9 @@ def validate(root: Path):
 def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str,
                       questions: Path | None = None) -> dict[str, Any]:
     # imported here so `--help` and argument errors answer at once
-    from spacewalk.benchmarks.spacewalk18 import predictions as pred_files
-    from spacewalk.benchmarks.spacewalk18 import scoring as metrics
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.scoring import official as metrics
+    from spacewalk.benchmarks.spacewalk18.scoring import predictions as pred_files
 
     dataset = Spacewalk18(root)
     if task == "step_recognition":
@@ -93,7 +93,7 @@ def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, unde
         if split != "test" and questions is None:
             raise DataError(f"video QA has only a test split, not {split!r} (generated questions of other "
                             "recordings: --questions FILE, from python -m "
-                            "spacewalk.benchmarks.spacewalk18.question_generator)")
+                            "spacewalk.benchmarks.spacewalk18.questions.question_generator)")
         asked = dataset.questions(questions)
         return metrics.qa_accuracy(pred_files.read_qa_predictions(predictions, asked), asked)
     samples = dataset.retrieval_samples(split)
@@ -102,13 +102,15 @@ def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, unde
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, help="dataset root in the official layout (required)")
-    parser.add_argument("--split", default="test", help="split to score (default: test)")
+    # the release's splits (dataset.SPLITS; not imported here, so that --help answers at once)
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"),
+                        help="split to score (default: test)")
     parser.add_argument("--task", choices=TASKS, default="step_recognition",
                         help="default step_recognition")
     parser.add_argument("--questions", type=Path, default=None,
                         help="question_answering: a question file in the official format to score against "
                              "(default: the release's tasks/question_answering/test.json); e.g. val questions "
-                             "written by python -m spacewalk.benchmarks.spacewalk18.question_generator")
+                             "written by python -m spacewalk.benchmarks.spacewalk18.questions.question_generator")
     parser.add_argument("--undefined", choices=("exclude", "error"), default="exclude",
                         help="a class with no positive sample (AP) or neither GT nor prediction (IoU), where the "
                              "authors' code divides by zero: leave it out of the mean, or fail")
@@ -165,8 +167,8 @@ transcript in the prompt and the classes as the choices (0) to (K).
 def _step_task(context: str) -> LmmsEvalTask:
     return LmmsEvalTask(
         f"spacewalk18_step_questions_{context}",
-        "spacewalk.benchmarks.spacewalk18.step_recognition_questions.step_recognition_questions_task",
-        {"split": "test", "context": context}, limit="max_items",
+        "spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions.step_recognition_questions_task",
+        {"split": "test", "context": context}, limit="limit",
         metrics={"Accuracy": True, "IoU": True, "unparsable": False}, data_config="spacewalk18_step_questions",
         cluster="video_id",
         group="spacewalk18_step_questions", notes=_STEP_NOTES + f"- w = {context}.\n")
@@ -179,8 +181,9 @@ BENCHMARK = Benchmark(
                          arguments, score, default=True, description=__doc__),),
     rescore=rescore,
     lmms_eval=(
-        LmmsEvalTask("spacewalk18_qa", "spacewalk.benchmarks.spacewalk18.question_answering.question_answering_task",
-                     {}, limit="max_items", metrics={"Accuracy": True, "unparsable": False},
+        LmmsEvalTask("spacewalk18_qa",
+                     "spacewalk.benchmarks.spacewalk18.questions.question_answering.question_answering_task",
+                     {}, limit="limit", metrics={"Accuracy": True, "unparsable": False},
                      data_config="spacewalk18_qa", notes=_QA_NOTES),
         *(_step_task(context) for context in ("1min", "3min", "5min")),
     ),

@@ -1,6 +1,6 @@
 """Bootstrap intervals of the step-recognition metrics (the shared two-stage bootstrap: spacewalk/bootstrap.py).
 
-The official numbers are per video, then the unweighted mean over videos (BENCHMARKS.md 1.4), so the unit is
+The official numbers are per video, then the unweighted mean over videos (docs/spacewalk18.md), so the unit is
 two-level: recordings, then the samples within them. Accuracy and mAP resample both levels; IoU resamples the
 recordings only, because a recording's samples tile its timeline (each covers the span up to its neighbours'
 midpoints), so a sample drawn twice adds no time and one left out hands its span to its neighbours: they are not
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import Recording, RetrievalSample, StepSample
-from spacewalk.benchmarks.spacewalk18.scoring import resampled_accuracies, resampled_mean_average_precisions
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, RetrievalSample, StepSample
+from spacewalk.benchmarks.spacewalk18.scoring.official import resampled_accuracies, resampled_mean_average_precisions
 from spacewalk.bootstrap import BootstrapOptions, grouped_interval
 
 RECORDINGS_THEN_SAMPLES = "recordings, then samples within them"

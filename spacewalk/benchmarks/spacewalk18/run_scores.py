@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import Recording, StepSample
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, StepSample
 from spacewalk.benchmarks.spacewalk18.intervals import RECORDINGS, RECORDINGS_THEN_SAMPLES, SAMPLES_WITHIN_RECORDINGS
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import load_json
@@ -56,7 +56,10 @@ def step_recognition_scored(recordings: Mapping[str, Recording], samples: Mappin
                             official: Mapping[str, Any]) -> dict[str, ScoredMetric]:
     """Accuracy, mAP (with scores) and IoU of `official` (step_recognition_metrics' result on these predictions)
     with their units, resampled by the same functions as the intervals (scoring.resampled_*)."""
-    from spacewalk.benchmarks.spacewalk18.scoring import resampled_accuracies, resampled_mean_average_precisions
+    from spacewalk.benchmarks.spacewalk18.scoring.official import (
+        resampled_accuracies,
+        resampled_mean_average_precisions,
+    )
 
     videos = list(predictions)
     labels = [np.array([s.label for s in samples[v]], dtype=np.int64) for v in videos]
@@ -118,8 +121,8 @@ def _dataset(config: Mapping[str, Any]):
 
 
 def _step_recognition(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
-    from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
-    from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
+    from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+    from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 
     dataset = _dataset(config)
     split = _split(run_dir, config)
@@ -139,9 +142,12 @@ def _step_recognition(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
 
 
 def _intra_video_retrieval(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
-    from spacewalk.benchmarks.spacewalk18.predictions import read_retrieval_predictions
-    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
-    from spacewalk.benchmarks.spacewalk18.scoring import resampled_accuracies, retrieval_accuracy
+    from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import (
+        RetrievalSamplerConfig,
+        recording_retrieval_samples,
+    )
+    from spacewalk.benchmarks.spacewalk18.scoring.official import resampled_accuracies, retrieval_accuracy
+    from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_retrieval_predictions
 
     dataset = _dataset(config)
     recorded = _recorded(run_dir)
@@ -176,7 +182,7 @@ def _intra_video_retrieval(run_dir: Path, config: Mapping[str, Any]) -> ScoredRu
 
 
 def _question_answering(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
 
     task = question_answering_task(**data_arguments(config))
     items = task.items()
@@ -195,7 +201,7 @@ def _question_answering(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
 
 
 def _step_questions(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import step_recognition_questions_task
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import step_recognition_questions_task
 
     task = step_recognition_questions_task(**data_arguments(config))
     items = task.items()

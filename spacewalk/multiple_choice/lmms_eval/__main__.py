@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--data", action="append", default=[], metavar="SCOPE.KEY=VALUE",
                      help="a data setting, as the data config names it, of a benchmark's tasks that take it "
                           "(spacewalk18.root=R, egocross.answers=A, spacewalk18.samples_per_video=50) or of one task "
-                          "(spacewalk18_qa.max_items=20); repeatable")
+                          "(spacewalk18_qa.limit=20); repeatable")
     sub.add_argument("--data-dir", help="where the synthetic sets are (default: $SPACEWALK_DATA_DIR, else data/)")
     sub.set_defaults(run=export_command)
     sub = commands.add_parser("import", help="lmms-eval's sample logs -> run directories")
