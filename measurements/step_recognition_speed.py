@@ -1,7 +1,8 @@
 """Prints the speed figures of the step-recognition recipes (no assertions: numbers to read and compare).
 
-    python measurements/step_recognition_speed.py [--root R] [--steps 20] [--video] [--precision fp32 [bf16-mixed]]
-        [--recipes last_layer,lfb_cat,lfb_tf:lean=false] [--contexts 5min] [--heads-only]
+    python measurements/step_recognition_speed.py [--root R] [--steps 20] [--warmup 2] [--video]
+        [--precision fp32 [bf16-mixed]] [--recipes last_layer,lfb_cat,lfb_tf:lean=false] [--contexts 5min]
+        [--heads-only]
 
 1. bank build time per recording: text (MiniLM) on the real transcripts when --root is a Spacewalk-18
    release, else on the synthetic data; with --video also the video side on a synthetic recording
@@ -88,11 +89,27 @@ def recipe_spec(spec: str) -> tuple[str, dict]:
     return recipe, overrides
 
 
-def one_recipe(root: str | None, scratch: Path, spec: str, context: float, steps: int, precision: str) -> dict:
+def recipe_config(recipe: str):
+    """conf/model/<recipe>.yaml as train.py composes it: the model's config (its `_tasks_` taken out) and the
+    datamodule's batch size."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    import spacewalk.training  # noqa: F401  (registers the config resolvers)
+    from spacewalk.training.tasks import take_served_tasks
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[f"model={recipe}"])
+    take_served_tasks(cfg)
+    OmegaConf.set_struct(cfg, False)  # the head's dim and settings are set from here
+    return cfg.model, int(cfg.datamodule.batch_size)
+
+
+def one_recipe(root: str | None, scratch: Path, spec: str, context: float, steps: int, precision: str,
+               warmup: int = 2) -> dict:
     """Training throughput of one recipe, in this process (run as a subprocess for a clean peak memory)."""
     import hydra
     import torch
-    from omegaconf import OmegaConf
 
     from datamodules.step_recognition import StepRecognitionDataModule
     from models.heads import head_reads_cells
@@ -100,13 +117,13 @@ def one_recipe(root: str | None, scratch: Path, spec: str, context: float, steps
 
     dataset = dataset_for(root, scratch)
     recipe, overrides = recipe_spec(spec)
-    cfg = OmegaConf.load(REPO / f"conf/model/{recipe}.yaml")
+    cfg, batch_size = recipe_config(recipe)
     for key, value in overrides.items():
         if key not in cfg.head:
             raise ValueError(f"{spec!r}: {recipe}'s head has no setting {key!r} (it has {list(cfg.head)})")
         cfg.head[key] = value
     dm = StepRecognitionDataModule(dataset, scratch / "bank-text", text_encoder=minilm_text_encoder(),
-                                   context_seconds=context, modalities="text", batch_size=cfg.batch_size,
+                                   context_seconds=context, modalities="text", batch_size=batch_size,
                                    cells=head_reads_cells(hydra.utils.get_class(cfg.head._target_)))
     dm.setup()
     cfg.head.dim = dm.feature_dim
@@ -116,7 +133,7 @@ def one_recipe(root: str | None, scratch: Path, spec: str, context: float, steps
     optimizer = model.optimizer_factory(params=[p for p in model.parameters() if p.requires_grad])
     loader = iter(dm.train_dataloader())
     times = []
-    for step in range(steps + 2):
+    for step in range(steps + warmup):
         try:
             batch = next(loader)
         except StopIteration:
@@ -134,7 +151,7 @@ def one_recipe(root: str | None, scratch: Path, spec: str, context: float, steps
         optimizer.step()
         if device == "cuda":
             torch.cuda.synchronize()
-        if step >= 2:  # warm-up excluded
+        if step >= warmup:  # warm-up excluded
             times.append((time.perf_counter() - start) / len(batch["label"]))
     # the collate (bank slicing) is part of the cost: time it separately over the same number of batches
     collate = []
@@ -177,6 +194,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", help="a Spacewalk-18 release (real transcripts); default: synthetic data")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per recipe")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed training steps before them (first-call "
+                                                              "allocations)")
     parser.add_argument("--video", action="store_true", help="also time a video bank build (slow on CPU)")
     parser.add_argument("--scratch", help="working folder (kept; default: a temporary one); a text bank already in "
                                           "SCRATCH/bank-text (e.g. a copy of data/feature_banks/<data>/minilm) is "
@@ -193,7 +212,7 @@ def main() -> None:
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="spacewalk-bench-"))
     if args.one:
         print(json.dumps(one_recipe(args.root, scratch, args.one[0], float(args.one[1]), args.steps,
-                                    args.precision[0])))
+                                    args.precision[0], args.warmup)))
         return
     recipes, contexts = args.recipes.split(","), args.contexts.split(",")
     unknown = [r for r in recipes if recipe_spec(r)[0] not in RECIPES] + [c for c in contexts if c not in CONTEXTS]
@@ -223,10 +242,13 @@ def main() -> None:
         for precision in args.precision:
             for recipe in recipes:
                 cmd = ([sys.executable, __file__, "--one", recipe, str(seconds), "--steps", str(args.steps),
+                        "--warmup", str(args.warmup),
                         "--precision", precision, "--scratch", str(scratch)]
                        + (["--root", args.root] if args.root else []))
-                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
-                r = json.loads(out)
+                done = subprocess.run(cmd, capture_output=True, text=True)
+                if done.returncode:
+                    sys.exit(f"{recipe} at {context_name} failed:\n{done.stderr[-3000:]}")
+                r = json.loads(done.stdout.strip().splitlines()[-1])
                 bank_rate.setdefault((recipe, context_name), r["samples_per_s"])
                 print(f"{recipe:<{width}} {context_name:>6} {precision:>10} {r['mean_cells']:>6.1f} "
                       f"{r['samples_per_s']:>10.1f} {r['peak_mib']:>9.0f} {r['batch_mib']:>10.1f}  ({r['device']})",
