@@ -340,3 +340,15 @@ def test_minilm_config_instantiates_offline():
 
     text = instantiate(OmegaConf.load(CONF / "text_encoder" / "minilm.yaml"), device="cpu")
     assert text.dim == 384 and text.encode(["hello"]).shape == (1, 384)
+
+
+def test_minilm_bfloat16_is_an_explicit_setting_named_in_the_identity(minilm):
+    from spacewalk.core.errors import ConfigError
+
+    half = encoders.minilm_text_encoder(batch_size=4, precision="bfloat16")
+    texts = ["open the hatch", "tether the bag to the handrail", ""]
+    a, b = minilm.encode(texts), half.encode(texts)
+    assert "precision=bfloat16" in half.identity and "precision" not in minilm.identity
+    assert np.all(np.sum(a[:2] * b[:2], axis=1) > 0.99) and not np.array_equal(a, b) and not b[2].any()
+    with pytest.raises(ConfigError, match="precision"):
+        encoders.minilm_text_encoder(precision="float16")

@@ -554,3 +554,18 @@ def test_a_bad_decoder_setting_is_a_config_error():
     with pytest.raises(ConfigError, match="decode_device must be 'cpu', 'cuda' or 'cuda:N', got 'gpu0'"):
         BankConfig(decode_device="gpu0")
     BankConfig(decode_device="cuda:1")  # decord's GPU decoding, where decord was built with CUDA
+
+
+def test_the_builder_hands_the_encoder_its_distinct_texts_longest_first(synthetic_root, tmp_path):
+    # a text encoder pads a call to its longest text: calls of one length pad least (the order is not in the
+    # vectors: each row is looked up by its text)
+    text = FakeText(dim=8)
+    bank = FeatureBank(tmp_path / "bank", Spacewalk18(synthetic_root), text, texts_per_batch=16)
+    video_id = next(iter(bank.dataset.recordings))
+    bank.build([video_id], progress=False)
+    groups, _ = bank.builder.text_groups(bank.dataset.recordings[video_id])
+    expected = {t for texts in groups.values() for t in texts if t}
+    assert len(text.texts) == len(set(text.texts)) and set(text.texts) == expected
+    assert [len(t) for t in text.texts] == sorted((len(t) for t in text.texts), reverse=True)
+    stored = np.load(bank.path(video_id) / "sentence_text.npy")  # each row is its own text's, whatever the order
+    np.testing.assert_allclose(stored, np.stack([text_vector(t, 8) for t in groups["sentence_text"]]), atol=1e-3)
