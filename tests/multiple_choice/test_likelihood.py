@@ -187,3 +187,27 @@ def test_generation_stops_at_a_stop_string():
     assert backend.answer([item], [prompt])[0].text == "x" * 8
     backend.stop_strings = ["x"]
     assert backend.answer([item], [prompt])[0].text == "x"
+
+
+def test_a_reply_that_opens_with_the_stop_string_goes_on_to_its_text():
+    """A base model may open its answer with a line break (Gemma 3 after "Answer:"): with "\\n" as the stop string
+    the reply is the line that follows, not empty; the stop counts only once the row has written something."""
+    backend = backend_of("llama", max_new_tokens=8)
+    backend.scoring = "generate"
+    newline = backend.tokenizer("\n", add_special_tokens=False)["input_ids"][-1]
+    x = backend.tokenizer.convert_tokens_to_ids("x")
+    assert backend.tokenizer.decode([newline]) == "\n"
+    order = [newline, x, x, newline, x, x, x, x]  # the token each step is pushed to
+    steps = []
+
+    def push(module, args, out):
+        token = order[min(len(steps), len(order) - 1)]
+        steps.append(token)
+        return out + 50.0 * torch.nn.functional.one_hot(torch.tensor(token), out.shape[-1]).to(out.dtype)
+
+    backend.model.get_output_embeddings().register_forward_hook(push)
+    item = MultipleChoiceItem(id="s1", question="q", options=("x", "y"))
+    prompt = Prompt(("Say x.",), labels=("A", "B"))
+    backend.stop_strings = ["\n"]
+    assert backend.answer([item], [prompt])[0].text == "xx"
+    assert len(steps) == 4  # it stopped at the second line break, not at the first nor at the limit

@@ -236,6 +236,28 @@ class Shown:
     plan: list[Planned]
 
 
+def until_stop(text: str, stop_strings: Sequence[str] | None) -> str:
+    """The reply up to and with the first stop string that follows its first non-blank character."""
+    body = text.lstrip()
+    ends = [body.find(s) + len(s) for s in stop_strings or () if s in body]
+    return text[:len(text) - len(body) + min(ends)] if ends else text
+
+
+class StopAfterText:
+    """Ends each row's generation at a stop string, once the row has written something other than blanks.
+    transformers' own `stop_strings` ends at the first match, so a base model that opens its answer with a line
+    break (Gemma 3 after "Answer:") would stop before writing it, with "\n" as the stop string. A row that has
+    stopped is padded by `generate` while the others go on."""
+
+    def __init__(self, tokenizer, stop_strings: Sequence[str], prompt_length: int):
+        self.tokenizer, self.stop_strings, self.prompt_length = tokenizer, list(stop_strings), prompt_length
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs) -> torch.Tensor:
+        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_length:], skip_special_tokens=True)
+        done = [any(s in t.lstrip() for s in self.stop_strings) for t in texts]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
 class TransformersVLMBackend(TokenLimited):
     LIMIT_FIELD, LIMITS_SIDE = "max_new_tokens", "local"
 
@@ -516,12 +538,17 @@ class TransformersVLMBackend(TokenLimited):
             raise ValueError(f"{self.name}: max_new_tokens is not set; the runner gives it the task's answer limit "
                              "(spacewalk/multiple_choice/generation.py), or pass max_new_tokens=N to use the "
                              "backend on its own")
+        start = inputs["input_ids"].shape[1]
+        stops = {}
+        if self.stop_strings:
+            from transformers import StoppingCriteriaList
+            stops = {"stopping_criteria": StoppingCriteriaList([StopAfterText(self.tokenizer, self.stop_strings,
+                                                                              start)])}
         with torch.inference_mode():
-            stops = {"stop_strings": self.stop_strings, "tokenizer": self.tokenizer} if self.stop_strings else {}
             out = self.model.generate(**inputs, do_sample=False, max_new_tokens=self.max_new_tokens,
                                       pad_token_id=self.tokenizer.pad_token_id, **stops)
-        new = out[:, inputs["input_ids"].shape[1]:]
-        return [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+        texts = self.tokenizer.batch_decode(out[:, start:], skip_special_tokens=True)
+        return [until_stop(t, self.stop_strings).strip() for t in texts]
 
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
         if self.rule is not None:
