@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import expm
 from scipy.optimize import minimize
 from scipy.special import log_softmax
@@ -46,6 +47,7 @@ from scipy.special import log_softmax
 from spacewalk.algorithms.hmm import forward_backward
 from spacewalk.benchmarks.spacewalk18.data.dataset import NOT_ANNOTATED, Spacewalk18
 from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import PlanModel, cell_labels
+from spacewalk.benchmarks.spacewalk18.features import lexical
 from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
 from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
 from spacewalk.benchmarks.spacewalk18.questions.question_generator import ABSENT, BEFORE_AFTER, ORDER, THIRDS, WHEN
@@ -98,45 +100,59 @@ def pooled_cells(cell_text: np.ndarray, pool: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ClipEmissions:
-    """logit_k = caption_weight * <cell, caption_k> + narration_weight * <cell, narration_k> for steps k >= 1,
-    logit_0 = irrelevant_level; fitted on the train recordings' cells (centre labels; not-annotated left out)."""
+    """logit_k = caption_weight * <cell, caption_k> + narration_weight * <cell, narration_k>
+    + lexical_weight * words(cell, caption_k) for steps k >= 1, logit_0 = irrelevant_level; fitted on the train
+    recordings' cells (centre labels; not-annotated left out). `words` is the rarity-weighted word match of
+    features/lexical.py (the cell's and its pooled neighbours' transcript words against the caption's);
+    lexical_weight stays 0 unless `lexical`."""
 
     caption_weight: float
     narration_weight: float
     irrelevant_level: float
     pool: int
+    lexical_weight: float = 0.0
 
-    def logits(self, cells: np.ndarray, captions: np.ndarray, narrations: np.ndarray | None) -> np.ndarray:
-        """cells [T, D] (pooled, unit), captions/narrations [n, D] (unit): [T, 1 + n]."""
+    def logits(self, cells: np.ndarray, captions: np.ndarray, narrations: np.ndarray | None,
+               words: np.ndarray | None = None) -> np.ndarray:
+        """cells [T, D] (pooled, unit), captions/narrations [n, D] (unit), words [T, n] (the word matches):
+        [T, 1 + n]."""
         steps = self.caption_weight * cells @ captions.T
         if narrations is not None and self.narration_weight:
             steps = steps + self.narration_weight * cells @ narrations.T
+        if words is not None and self.lexical_weight:
+            steps = steps + self.lexical_weight * words
         return np.concatenate([np.full((len(cells), 1), self.irrelevant_level), steps], axis=1)
 
     @classmethod
     def fit(cls, banks: Sequence[RecordingBank], labels: Sequence[np.ndarray], pool: int,
-            narration: bool) -> ClipEmissions:
+            narration: bool, words: Sequence[np.ndarray] | None = None) -> ClipEmissions:
+        """`words`: per recording, the word matches [num_cells, K] of its cells against its step captions (the
+        lexical channel; None: without it)."""
         rows = []
-        for bank, label in zip(banks, labels):
+        for i, (bank, label) in enumerate(zip(banks, labels)):
             keep = label != NOT_ANNOTATED
             cells = pooled_cells(bank.cell_text, pool)[keep]
             cap = _unit(np.asarray(bank.step_caption[1:], dtype=np.float64))
             nar = _unit(np.asarray(bank.step_narration[1:], dtype=np.float64))
-            rows.append((cells @ cap.T, cells @ nar.T, label[keep]))
-        if not any(len(r[2]) for r in rows):
+            lex = words[i][keep] if words is not None else np.zeros((len(cells), len(cap)))
+            rows.append((cells @ cap.T, cells @ nar.T, lex, label[keep]))
+        if not any(len(r[3]) for r in rows):
             raise DataError("no annotated cell in the train recordings to fit the QA emissions on")
+        lexical = words is not None
 
         def nll(params):
-            wc, wn, b = params[0], params[1] if narration else 0.0, params[2]
+            wc, wn, b, wl = params[0], params[1] if narration else 0.0, params[2], params[3] if lexical else 0.0
             total = 0.0
-            for cap, nar, y in rows:
-                z = np.concatenate([np.full((len(y), 1), b), wc * cap + wn * nar], axis=1)
+            for cap, nar, lex, y in rows:
+                z = np.concatenate([np.full((len(y), 1), b), wc * cap + wn * nar + wl * lex], axis=1)
                 total -= log_softmax(z, axis=1)[np.arange(len(y)), y].sum()
             return total
 
-        best = minimize(nll, np.array([10.0, 10.0 if narration else 0.0, 3.0]), method="L-BFGS-B")
+        start = np.array([10.0, 10.0 if narration else 0.0, 3.0, 5.0 if lexical else 0.0])
+        best = minimize(nll, start, method="L-BFGS-B")
         wn = float(best.x[1]) if narration else 0.0
-        return cls(float(best.x[0]), wn, float(best.x[2]), pool)
+        wl = float(best.x[3]) if lexical else 0.0
+        return cls(float(best.x[0]), wn, float(best.x[2]), pool, wl)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -148,7 +164,8 @@ class ReadingSettings:
     """What is chosen on val: `pool` (cells either side pooled into a cell's transcript), `emission_weight`
     (< 1: neighbouring pooled cells share their words), `rate_scale` (< 1: stickier states), `irrelevant_offset`
     (added to the fitted Irrelevant level: with only the named tasks, "something else" is more often right),
-    `side_rule` and `absent_seconds` (the rules above)."""
+    `side_rule` and `absent_seconds` (the rules above), `lexical` (the word-match channel of ClipEmissions
+    beside the sentence vectors)."""
 
     pool: int = 2
     emission_weight: float = 1.0
@@ -156,6 +173,7 @@ class ReadingSettings:
     irrelevant_offset: float = 0.0
     side_rule: str = "signed"
     absent_seconds: float = 0.0
+    lexical: bool = False
 
     def __post_init__(self):
         if self.side_rule not in SIDE_RULES:
@@ -270,7 +288,9 @@ class PlanReading:
         self.plan = PlanModel.fit(train)
         self._text_cache: dict[str, np.ndarray] = {}
         self._banks: dict[str, RecordingBank] = {}
-        self._emissions: dict[tuple[int, bool], ClipEmissions] = {}
+        self._emissions: dict[tuple[int, bool, bool], ClipEmissions] = {}
+        self._cell_words: dict[str, sp.csr_matrix] = {}
+        self._rarity: lexical.Rarity | None = None
 
     # ---- pieces -----------------------------------------------------------------------------------
 
@@ -280,14 +300,38 @@ class PlanReading:
             self._banks[video_id] = self.bank.load(video_id)
         return self._banks[video_id]
 
-    def emissions(self, pool: int) -> ClipEmissions:
+    def cell_words(self, video_id: str) -> sp.csr_matrix:
+        """The recording's word counts per grid cell (features/lexical.py)."""
+        if video_id not in self._cell_words:
+            bank = self._load(video_id)
+            self._cell_words[video_id] = lexical.cell_counts(self.dataset.recordings[video_id].transcript,
+                                                              bank.num_cells, bank.segment_seconds)
+        return self._cell_words[video_id]
+
+    @property
+    def rarity(self) -> lexical.Rarity:
+        """The words' rarity over the train recordings' cells."""
+        if self._rarity is None:
+            self._rarity = lexical.Rarity.fit([self.cell_words(r.video_id) for r in self.dataset.split("train")])
+        return self._rarity
+
+    def word_match(self, video_id: str, cells: np.ndarray, pool: int, texts: Sequence[str]) -> np.ndarray:
+        """[len(cells), len(texts)]: the cells' pooled transcript words (pooled within `cells`) against each
+        text's."""
+        return self.rarity.similarity(lexical.pooled(self.cell_words(video_id)[cells], pool), lexical.counts(texts))
+
+    def emissions(self, pool: int, use_words: bool = False) -> ClipEmissions:
         narration = self.steps == "recording"
-        key = (pool, narration)
+        key = (pool, narration, use_words)
         if key not in self._emissions:
             recs = self.dataset.split("train")
             banks = [self._load(r.video_id) for r in recs]
             labels = [cell_labels(r, b.num_cells, b.segment_seconds) for r, b in zip(recs, banks)]
-            self._emissions[key] = ClipEmissions.fit(banks, labels, pool, narration)
+            words = None
+            if use_words:
+                words = [self.word_match(r.video_id, np.arange(b.num_cells), pool, [s.caption for s in r.steps[1:]])
+                         for r, b in zip(recs, banks)]
+            self._emissions[key] = ClipEmissions.fit(banks, labels, pool, narration, words)
         return self._emissions[key]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -315,10 +359,12 @@ class PlanReading:
     def task_posteriors(self, item: MultipleChoiceItem, tasks: Sequence[str], settings: ReadingSettings,
                         clip: _Clip) -> np.ndarray:
         """P [T, len(tasks)]: each named task's posterior over the clip's cells."""
-        model = self.emissions(settings.pool)
+        model = self.emissions(settings.pool, settings.lexical)
         seconds = clip.bank.segment_seconds
+        video_id = item.meta["video_id"]
         if self.steps == "options":
-            logits = model.logits(clip.pooled, self.encode(list(tasks)), None)
+            words = self.word_match(video_id, clip.cells, settings.pool, tasks) if settings.lexical else None
+            logits = model.logits(clip.pooled, self.encode(list(tasks)), None, words)
             logits[:, 0] += settings.irrelevant_offset
             lp = log_softmax(logits, axis=1) * settings.emission_weight
             # states: the tasks, then something else (class 0)
@@ -328,7 +374,9 @@ class PlanReading:
         rec = self.dataset.recordings[item.meta["video_id"]]
         captions = _unit(np.asarray(clip.bank.step_caption[1:], dtype=np.float64))
         narrations = _unit(np.asarray(clip.bank.step_narration[1:], dtype=np.float64))
-        logits = model.logits(clip.pooled, captions, narrations)
+        words = (self.word_match(video_id, clip.cells, settings.pool, [s.caption for s in rec.steps[1:]])
+                 if settings.lexical else None)
+        logits = model.logits(clip.pooled, captions, narrations, words)
         logits[:, 0] += settings.irrelevant_offset
         lp = log_softmax(logits, axis=1) * settings.emission_weight
         k = rec.num_classes - 1
