@@ -85,6 +85,8 @@ def test_settings_refuse_bad_values():
         ReadingSettings(side_rule="nearest")
     with pytest.raises(ConfigError, match="rate_scale"):
         ReadingSettings(rate_scale=0)
+    with pytest.raises(ConfigError, match="place_spelling"):
+        ReadingSettings(place_spelling="fuzzy")
 
 
 def test_place_mentions_allow_spaced_names_and_not_longer_ones():
@@ -94,6 +96,16 @@ def test_place_mentions_allow_spaced_names_and_not_longer_ones():
     np.testing.assert_allclose(PlanReading.mentions("the P6", clip), [10.0, 30.0])
     np.testing.assert_allclose(PlanReading.mentions("the robotic arm ", clip), [40.0])
     assert len(PlanReading.mentions("the S0", clip)) == 0
+
+
+def test_place_mentions_read_as_the_transcript_spells_places():
+    said = [Sentence("eighty two heads out to p six", 10.0, 12.0), Sentence("the P60 truss", 20.0, 21.0),
+            Sentence("Bob translates to the IEA", 30.0, 31.0), Sentence("at the four bravo work site", 40.0, 42.0)]
+    clip = _Clip(bank=None, cells=np.arange(3), times=np.zeros(3), pooled=np.zeros((3, 2)), transcript=said)
+    assert len(PlanReading.mentions("the P6", clip)) == 0  # "words": the digits as written
+    np.testing.assert_allclose(PlanReading.mentions("the P6", clip, "variants"), [10.0])
+    np.testing.assert_allclose(PlanReading.mentions("the Integrated Electronics Assembly", clip, "variants"), [30.0])
+    np.testing.assert_allclose(PlanReading.mentions("the four bravo worksite", clip, "variants"), [40.0])
 
 
 class BagOfWords:
@@ -131,6 +143,18 @@ def test_backend_beats_chance_on_synthetic_questions_through_the_runner(syntheti
     assert metrics["count"] == 60
     assert metrics["Accuracy"] >= floor, metrics  # chance is 25 %
     assert (tmp_path / "run" / "answers.json").is_file()
+
+
+def test_word_match_channel_is_fitted_on_train_and_reads_the_synthetic_questions(synthetic_root, tmp_path):
+    """The synthetic transcripts name their steps' words, so the word channel gets a positive weight on train,
+    and reading with it beats chance as the sentence vectors alone do."""
+    backend = plan_reading_backend(BagOfWords(), root=synthetic_root, bank_dir=tmp_path / "bank", steps="options",
+                                   pool=0, absent_seconds=12.0, lexical=True)
+    reader = backend.reader
+    model = reader.emissions(0, use_words=True)
+    assert model.lexical_weight > 0 and reader.emissions(0).lexical_weight == 0.0
+    metrics = runner.run(QuestionAnswering(reader.dataset), backend, tmp_path / "run", progress=False)
+    assert metrics["count"] == 60 and metrics["Accuracy"] >= 45, metrics
 
 
 def test_choose_settings_keeps_the_best_and_the_earlier_of_equals(synthetic_root, tmp_path):

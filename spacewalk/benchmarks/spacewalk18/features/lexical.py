@@ -113,3 +113,54 @@ class Rarity:
     def similarity(self, a: sp.csr_matrix, b: sp.csr_matrix) -> np.ndarray:
         """[len(a), len(b)] cosines of the weighted vectors of two count matrices."""
         return np.asarray((self.weigh(a) @ self.weigh(b).T).todense())
+
+
+# --------------------------------------------------------------------------------------------------
+# places named in the transcript ("the P6", "the four bravo worksite", "the Integrated Electronics Assembly")
+
+# The radio alphabet spells a worksite's letter ("four bravo" is 4B).
+RADIO_LETTERS = {"alpha": "a", "bravo": "b", "charlie": "c", "delta": "d", "echo": "e", "foxtrot": "f"}
+
+
+def _radio(tokens: list[str]) -> list[str]:
+    """A number followed by a radio-alphabet word or a lone letter as one name: "4 bravo" -> "4b"."""
+    out: list[str] = []
+    for w in tokens:
+        letter = RADIO_LETTERS.get(w, w if len(w) == 1 and w.isalpha() else None)
+        if letter is not None and out and out[-1].isdigit():
+            out[-1] += letter
+        else:
+            out.append(w)
+    return out
+
+
+def place_variants(place: str) -> list[str]:
+    """The spellings a sentence may use for the place, each its words run together (number words as digits,
+    "four bravo" as "4b", common words dropped): the place's words ("the P1 FPMU" -> "p1fpmu") and, for a
+    name of two or more words, its initials with its numbers ("Integrated Electronics Assembly" -> "iea",
+    "external support platform 2" -> "esp2")."""
+    tokens = _radio(words(place))
+    if not tokens:
+        return []
+    variants = ["".join(tokens)]
+    letters = [w for w in tokens if not w.isdigit()]
+    if len(letters) >= 2:
+        variants.append("".join(w[0] for w in letters) + "".join(w for w in tokens if w.isdigit()))
+    return variants
+
+
+def names_place(text: str, variants: Sequence[str]) -> bool:
+    """Whether a sentence, read the same way, spells one of the variants with its words run together, from the
+    start of one word to the end of another ("mod kit work site" and "mod kit worksite" are one place)."""
+    tokens = _radio(words(text))
+    starts, ends, position = set(), set(), 0
+    for w in tokens:
+        starts.add(position)
+        position += len(w)
+        ends.add(position)
+    joined = "".join(tokens)
+    for v in variants:
+        for m in re.finditer(re.escape(v), joined):
+            if m.start() in starts and m.end() in ends:
+                return True
+    return False

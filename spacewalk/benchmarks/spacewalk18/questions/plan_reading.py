@@ -59,6 +59,7 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem
 LOCATION = "task before/at/after location"
 MODES = ("options", "recording")
 SIDE_RULES = ("mass", "signed")
+PLACE_SPELLINGS = ("words", "variants")
 BEFORE_AFTER_RE = re.compile(r"Which of the following tasks happens (before|after) (.*)\?\s*$", re.S)
 WHEN_RE = re.compile(r"In which part of the video does the task that (.*) happen\?\s*$", re.S)
 ORDER_OPTION_RE = re.compile(r"\(\d\) (.*?)\.(?=\(\d\) |\s*$)", re.S)
@@ -165,7 +166,8 @@ class ReadingSettings:
     (< 1: neighbouring pooled cells share their words), `rate_scale` (< 1: stickier states), `irrelevant_offset`
     (added to the fitted Irrelevant level: with only the named tasks, "something else" is more often right),
     `side_rule` and `absent_seconds` (the rules above), `lexical` (the word-match channel of ClipEmissions
-    beside the sentence vectors)."""
+    beside the sentence vectors), `place_spelling` (how a location question's place is found in the transcript:
+    `PlanReading.mentions`; no val question has a place, so it is fixed, not chosen)."""
 
     pool: int = 2
     emission_weight: float = 1.0
@@ -174,10 +176,13 @@ class ReadingSettings:
     side_rule: str = "signed"
     absent_seconds: float = 0.0
     lexical: bool = False
+    place_spelling: str = "words"
 
     def __post_init__(self):
         if self.side_rule not in SIDE_RULES:
             raise ConfigError(f"side_rule must be one of {SIDE_RULES}, got {self.side_rule!r}")
+        if self.place_spelling not in PLACE_SPELLINGS:
+            raise ConfigError(f"place_spelling must be one of {PLACE_SPELLINGS}, got {self.place_spelling!r}")
         if self.pool < 0 or self.emission_weight <= 0 or self.rate_scale <= 0:
             raise ConfigError(f"pool must be >= 0 and emission_weight, rate_scale > 0: {self}")
 
@@ -431,7 +436,7 @@ class PlanReading:
                 return np.array([sum(precedes(p, tasks.index(_norm(a)), tasks.index(_norm(b)))
                                      for i, a in enumerate(o) for b in o[i + 1:]) for o in orders]), "order"
         if qtype == LOCATION and (m := LOCATION_RE.match(item.question)):
-            mentions = self.mentions(m.group(2), clip)
+            mentions = self.mentions(m.group(2), clip, s.place_spelling)
             if len(mentions):
                 tasks = _tasks(item.options)
                 p = self.task_posteriors(item, tasks, s, clip)
@@ -440,9 +445,14 @@ class PlanReading:
         return self.contrastive(item, clip), "contrastive"
 
     @staticmethod
-    def mentions(place: str, clip: _Clip) -> np.ndarray:
-        """The start times of the clip's sentences naming the place: its words (leading "the" dropped), a
-        letter-digit name ("P6", "S0") also with a space or hyphen inside."""
+    def mentions(place: str, clip: _Clip, spelling: str = "words") -> np.ndarray:
+        """The start times of the clip's sentences naming the place. `spelling` "words": its words (leading "the"
+        dropped), a letter-digit name ("P6", "S0") also with a space or hyphen inside; "variants": the words
+        read as the transcript spells them (features/lexical.py place_variants: "p six" is P6, "four bravo" 4B,
+        "IEA" the Integrated Electronics Assembly), run together in the sentence."""
+        if spelling == "variants":
+            variants = lexical.place_variants(place)
+            return np.array([s.start for s in clip.transcript if variants and lexical.names_place(s.text, variants)])
         words = [w for w in re.findall(r"[a-z0-9]+", place.casefold()) if w != "the"]
         if not words:
             return np.zeros(0)
