@@ -25,7 +25,7 @@ from spacewalk.benchmarks.spacewalk18.questions.plan_reading import (
     third_seconds,
 )
 from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
-from spacewalk.core.errors import ConfigError
+from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.multiple_choice import runner
 
 from fakes import text_vector
@@ -169,3 +169,50 @@ def test_choose_settings_keeps_the_best_and_the_earlier_of_equals(synthetic_root
     assert chosen is threshold  # the synthetic "when" answers include "does not happen"
     chosen, _ = choose_settings(reader, items, [same, plain])
     assert chosen is same
+
+
+def oracle_cell_log_probs(reader: PlanReading, path: Path, splits=("val", "test")) -> Path:
+    """What a perfect step recogniser's calibrated cells would say: each val and test cell's own label, sure of it
+    but not certain (the format spacewalk/training/cell_log_probs.py writes)."""
+    from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import cell_labels
+
+    out = {}
+    for split in splits:
+        for rec in reader.dataset.split(split):
+            bank = reader._load(rec.video_id)
+            labels = np.maximum(cell_labels(rec, bank.num_cells, bank.segment_seconds), 0)
+            p = np.full((bank.num_cells, rec.num_classes), 0.05 / rec.num_classes)
+            p[np.arange(bank.num_cells), labels] += 0.95
+            out[rec.video_id] = np.log(p)
+    np.savez(path, **out)
+    return path
+
+
+def test_trained_emission_scores_replace_the_recipe_in_the_recording_mode(synthetic_root, tmp_path):
+    """With a recogniser's cell log-probabilities that know every cell's step, the timeline read off the chain is
+    the true one, so the answers beat the zero-shot recipe's; the options mode refuses them, and a file made on
+    other recordings is named."""
+    bank = tmp_path / "bank"
+    recipe = plan_reading_backend(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording", pool=0,
+                                  absent_seconds=12.0)
+    scores = oracle_cell_log_probs(recipe.reader, tmp_path / "oracle.npz")
+    trained = plan_reading_backend(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording", pool=0,
+                                   absent_seconds=12.0, emission_scores=[str(scores), str(scores)])
+    assert trained.reader._emissions == {}  # no zero-shot recipe fitted
+    task = QuestionAnswering(recipe.reader.dataset)
+    base = runner.run(task, recipe, tmp_path / "recipe", progress=False)
+    read = runner.run(task, trained, tmp_path / "trained", progress=False)
+    assert read["count"] == base["count"] == 60
+    assert read["Accuracy"] >= 80 and read["Accuracy"] > base["Accuracy"] + 10, (read, base)
+
+    with pytest.raises(ConfigError, match="steps=recording"):
+        PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="options", emission_scores=[scores])
+    val_only = oracle_cell_log_probs(recipe.reader, tmp_path / "val_only.npz", splits=("val",))
+    reader = PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording",
+                         emission_scores=[val_only])
+    item = task.items()[0]
+    with pytest.raises(DataError, match=f"no scores of recording {item.meta['video_id']}"):
+        reader.scores(item)
+    with pytest.raises(DataError, match="different recordings"):
+        PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording",
+                    emission_scores=[val_only, scores])

@@ -26,7 +26,14 @@ Two modes, never mixed (`steps`):
 - "recording": the chain is the recording's whole step list (captions and narrations) with the plan decoder's
   chain (decoding/plan_decoder.py PlanModel: step-list offsets and durations from the train
   annotations), the tasks read off it by caption: more than the QA protocol gives, reported apart.
-Both read only the clip's own transcript. Everything learned comes from train (the emission weights, the chain);
+Both read only the clip's own transcript.
+
+`emission_scores` (recording mode only): instead of the zero-shot recipe, the chain observes the calibrated
+step log-probabilities of trained step-recognition runs (spacewalk/training/cell_log_probs.py: each cell's
+window scored by the run, calibrated on the val recordings' cells, several runs averaged); `pool` and `lexical`
+then change nothing, `irrelevant_offset` and `emission_weight` act as with the recipe. A run's window around a
+cell near the clip's edge reaches up to half its context outside the clip: one more thing this mode reads
+beyond the QA protocol. Everything learned comes from train (the emission weights, the chain);
 the settings are chosen on generated val questions (spacewalk/benchmarks/spacewalk18/questions/question_generator.py).
 """
 
@@ -275,11 +282,14 @@ class PlanReading:
     def __init__(self, text_encoder, root: str | Path | None = None, synthetic_root: str | Path | None = None,
                  seed: int = 0, synthetic: dict | None = None, bank_dir: str | Path | None = None,
                  bank_root: str | Path = "data/feature_banks", bank_folder: str = "minilm", steps: str = "options",
-                 progress: bool = False, **settings: Any):
+                 progress: bool = False, emission_scores: Sequence[str | Path] | None = None, **settings: Any):
         from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
 
         if steps not in MODES:
             raise ConfigError(f"steps must be one of {MODES}, got {steps!r}")
+        if emission_scores and steps != "recording":
+            raise ConfigError("emission_scores are log-probabilities over the recording's whole step list: they "
+                              "need steps=recording (the options mode knows only the question's tasks)")
         self.steps = steps
         self.settings = from_mapping(ReadingSettings, settings, "model")
         self.name = f"plan_reading_{steps}"
@@ -296,6 +306,7 @@ class PlanReading:
         self._emissions: dict[tuple[int, bool, bool], ClipEmissions] = {}
         self._cell_words: dict[str, sp.csr_matrix] = {}
         self._rarity: lexical.Rarity | None = None
+        self.cell_log_probs = read_cell_log_probs(emission_scores) if emission_scores else None
 
     # ---- pieces -----------------------------------------------------------------------------------
 
@@ -364,7 +375,7 @@ class PlanReading:
     def task_posteriors(self, item: MultipleChoiceItem, tasks: Sequence[str], settings: ReadingSettings,
                         clip: _Clip) -> np.ndarray:
         """P [T, len(tasks)]: each named task's posterior over the clip's cells."""
-        model = self.emissions(settings.pool, settings.lexical)
+        model = self.emissions(settings.pool, settings.lexical) if self.cell_log_probs is None else None
         seconds = clip.bank.segment_seconds
         video_id = item.meta["video_id"]
         if self.steps == "options":
@@ -377,11 +388,14 @@ class PlanReading:
             matrix, initial = options_chain(len(tasks), self.plan, settings.rate_scale, seconds)
             return decode(emissions, matrix, initial)[:, :len(tasks)]
         rec = self.dataset.recordings[item.meta["video_id"]]
-        captions = _unit(np.asarray(clip.bank.step_caption[1:], dtype=np.float64))
-        narrations = _unit(np.asarray(clip.bank.step_narration[1:], dtype=np.float64))
-        words = (self.word_match(video_id, clip.cells, settings.pool, [s.caption for s in rec.steps[1:]])
-                 if settings.lexical else None)
-        logits = model.logits(clip.pooled, captions, narrations, words)
+        if self.cell_log_probs is not None:
+            logits = self.trained_log_probs(video_id, clip, rec.num_classes)
+        else:
+            captions = _unit(np.asarray(clip.bank.step_caption[1:], dtype=np.float64))
+            narrations = _unit(np.asarray(clip.bank.step_narration[1:], dtype=np.float64))
+            words = (self.word_match(video_id, clip.cells, settings.pool, [s.caption for s in rec.steps[1:]])
+                     if settings.lexical else None)
+            logits = model.logits(clip.pooled, captions, narrations, words)
         logits[:, 0] += settings.irrelevant_offset
         lp = log_softmax(logits, axis=1) * settings.emission_weight
         k = rec.num_classes - 1
@@ -400,6 +414,17 @@ class PlanReading:
             # a text that names no step of the list (a typo in a question) stays at zero: it is nowhere
             out[:, i] = per_class[:, by_caption.get(_norm(task), [])].sum(axis=1)
         return out
+
+    def trained_log_probs(self, video_id: str, clip: _Clip, num_classes: int) -> np.ndarray:
+        """The clip's cells' rows of the trained runs' calibrated log-probabilities [T, K+1] (a copy)."""
+        if video_id not in self.cell_log_probs:
+            raise DataError(f"emission_scores hold no scores of recording {video_id} (they cover the val and test "
+                            f"recordings of the runs' data: {sorted(self.cell_log_probs)})")
+        rows = self.cell_log_probs[video_id]
+        if rows.shape != (clip.bank.num_cells, num_classes):
+            raise DataError(f"emission_scores of recording {video_id}: shape {rows.shape}, expected "
+                            f"{(clip.bank.num_cells, num_classes)} (its cells, its K + 1 classes): made on other data")
+        return np.array(rows[clip.cells], dtype=np.float64)
 
     def contrastive(self, item: MultipleChoiceItem, clip: _Clip) -> np.ndarray:
         """Each option against the mean of the clip's sentence vectors (mc_contrastive_text's mean pool)."""
@@ -472,6 +497,24 @@ class PlanReading:
         return np.array([(p[where, o].sum() - p[~where, o].sum()) for o in options])
 
 
+def read_cell_log_probs(files: Sequence[str | Path]) -> dict[str, np.ndarray]:
+    """The mean of several cell_log_probs files ({video: [C, K+1]}, spacewalk/training/cell_log_probs.py)."""
+    tables = []
+    for file in files:
+        path = Path(file)
+        if not path.is_file():
+            raise ConfigError(f"emission_scores: {path} is not a file (python -m spacewalk.training.cell_log_probs "
+                              "writes one)")
+        try:
+            with np.load(path) as data:
+                tables.append({v: np.asarray(data[v], dtype=np.float64) for v in data.files})
+        except (OSError, ValueError) as error:
+            raise DataError(f"not a cell_log_probs .npz file: {error}", file=path) from None
+    if any(set(t) != set(tables[0]) or any(t[v].shape != tables[0][v].shape for v in t) for t in tables):
+        raise DataError(f"emission_scores {list(map(str, files))} cover different recordings or shapes")
+    return {v: np.mean([t[v] for t in tables], axis=0) for v in tables[0]}
+
+
 def plan_reading_backend(text_encoder, **options: Any) -> OptionScoresBackend:
     """The `model=mc_plan` backend (conf/model/mc_plan.yaml): the multiple-choice harness's option-scoring backend
     (spacewalk/multiple_choice/backends/option_scores.py) over a `PlanReading` of the data config's recordings;
@@ -529,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", default="{}", help="JSON: ReadingSettings field -> list of values")
     parser.add_argument("--bank-dir", type=Path, default=Path("data/feature_banks/spacewalk18/minilm"))
     parser.add_argument("--out", type=output_file, default=None, help="JSON file for the table and the choice")
+    parser.add_argument("--emission-scores", nargs="+", type=existing_file, default=None,
+                        help="cell_log_probs .npz files of trained runs, averaged (steps=recording)")
     args = parser.parse_args(argv)
     with user_errors_reported():
         try:
@@ -540,13 +585,14 @@ def main(argv: list[str] | None = None) -> int:
         candidates = [from_mapping(ReadingSettings, dict(zip(grid, combo)), "--grid")
                       for combo in itertools.product(*grid.values())]
         reader = PlanReading(minilm_text_encoder(device="cpu"), root=args.root, bank_dir=args.bank_dir,
-                             steps=args.steps)
+                             steps=args.steps, emission_scores=args.emission_scores)
         items = QuestionAnswering(reader.dataset, questions=args.questions).items()
         chosen, table = choose_settings(reader, items, candidates,
                                         log=lambda row: print(json.dumps(row), flush=True))
         print(json.dumps({"chosen": asdict(chosen)}))
         if args.out is not None:
             write_json(args.out, {"questions": str(args.questions), "steps": args.steps, "grid": grid,
+                                  "emission_scores": [str(f) for f in args.emission_scores or []],
                                   "chosen": asdict(chosen), "candidates": table})
     return 0
 
