@@ -216,3 +216,21 @@ def test_trained_emission_scores_replace_the_recipe_in_the_recording_mode(synthe
     with pytest.raises(DataError, match="different recordings"):
         PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording",
                     emission_scores=[val_only, scores])
+
+
+def test_trained_weight_mixes_the_recipe_back_in(synthetic_root, tmp_path):
+    """trained_weight 0 is the zero-shot recipe's reading, whatever the trained file says; 1 the file's alone."""
+    bank = tmp_path / "bank"
+    recipe = PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording", pool=0)
+    scores = oracle_cell_log_probs(recipe, tmp_path / "oracle.npz")
+    mixed = PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording", pool=0,
+                        emission_scores=[scores])
+    items = QuestionAnswering(recipe.dataset).items()[:12]
+    for item in items:
+        np.testing.assert_allclose(mixed.scores(item, ReadingSettings(pool=0, trained_weight=0.0))[0],
+                                   recipe.scores(item, ReadingSettings(pool=0))[0], atol=1e-9)
+    differ = [not np.allclose(mixed.scores(i, ReadingSettings(pool=0, trained_weight=0.5))[0],
+                              mixed.scores(i, ReadingSettings(pool=0, trained_weight=1.0))[0]) for i in items]
+    assert any(differ)
+    with pytest.raises(ConfigError, match="trained_weight"):
+        ReadingSettings(trained_weight=1.5)

@@ -31,10 +31,12 @@ Both read only the clip's own transcript.
 `emission_scores` (recording mode only): instead of the zero-shot recipe, the chain observes the calibrated
 step log-probabilities of trained step-recognition runs (spacewalk/training/cell_log_probs.py: each cell's
 window scored by the run, calibrated on the val recordings' cells, several runs averaged); `pool` and `lexical`
-then change nothing, `irrelevant_offset` and `emission_weight` act as with the recipe. A run's window around a
+then change nothing unless `trained_weight` < 1 mixes the recipe back in (log-linearly: a weighted sum of the
+two log-probabilities), `irrelevant_offset` and `emission_weight` act as with the recipe. A run's window around a
 cell near the clip's edge reaches up to half its context outside the clip: one more thing this mode reads
-beyond the QA protocol. Everything learned comes from train (the emission weights, the chain);
-the settings are chosen on generated val questions (spacewalk/benchmarks/spacewalk18/questions/question_generator.py).
+beyond the QA protocol. Everything else learned comes from train (the emission weights, the chain; the runs'
+calibration from val's cells); the settings are chosen on generated val questions
+(spacewalk/benchmarks/spacewalk18/questions/question_generator.py).
 """
 
 from __future__ import annotations
@@ -174,7 +176,9 @@ class ReadingSettings:
     (added to the fitted Irrelevant level: with only the named tasks, "something else" is more often right),
     `side_rule` and `absent_seconds` (the rules above), `lexical` (the word-match channel of ClipEmissions
     beside the sentence vectors), `place_spelling` (how a location question's place is found in the transcript:
-    `PlanReading.mentions`; no val question has a place, so it is fixed, not chosen)."""
+    `PlanReading.mentions`; no val question has a place, so it is fixed, not chosen), `trained_weight` (with
+    `emission_scores`: the trained runs' share of the emissions, the zero-shot recipe's the rest; 1: theirs
+    alone)."""
 
     pool: int = 2
     emission_weight: float = 1.0
@@ -184,12 +188,15 @@ class ReadingSettings:
     absent_seconds: float = 0.0
     lexical: bool = False
     place_spelling: str = "words"
+    trained_weight: float = 1.0
 
     def __post_init__(self):
         if self.side_rule not in SIDE_RULES:
             raise ConfigError(f"side_rule must be one of {SIDE_RULES}, got {self.side_rule!r}")
         if self.place_spelling not in PLACE_SPELLINGS:
             raise ConfigError(f"place_spelling must be one of {PLACE_SPELLINGS}, got {self.place_spelling!r}")
+        if not 0.0 <= self.trained_weight <= 1.0:
+            raise ConfigError(f"trained_weight must lie in [0, 1], got {self.trained_weight}")
         if self.pool < 0 or self.emission_weight <= 0 or self.rate_scale <= 0:
             raise ConfigError(f"pool must be >= 0 and emission_weight, rate_scale > 0: {self}")
 
@@ -375,7 +382,8 @@ class PlanReading:
     def task_posteriors(self, item: MultipleChoiceItem, tasks: Sequence[str], settings: ReadingSettings,
                         clip: _Clip) -> np.ndarray:
         """P [T, len(tasks)]: each named task's posterior over the clip's cells."""
-        model = self.emissions(settings.pool, settings.lexical) if self.cell_log_probs is None else None
+        trained = self.cell_log_probs is not None and self.steps == "recording"
+        model = self.emissions(settings.pool, settings.lexical) if not trained or settings.trained_weight < 1 else None
         seconds = clip.bank.segment_seconds
         video_id = item.meta["video_id"]
         if self.steps == "options":
@@ -388,14 +396,17 @@ class PlanReading:
             matrix, initial = options_chain(len(tasks), self.plan, settings.rate_scale, seconds)
             return decode(emissions, matrix, initial)[:, :len(tasks)]
         rec = self.dataset.recordings[item.meta["video_id"]]
-        if self.cell_log_probs is not None:
-            logits = self.trained_log_probs(video_id, clip, rec.num_classes)
-        else:
+        logits = 0.0
+        if model is not None:  # the zero-shot recipe
             captions = _unit(np.asarray(clip.bank.step_caption[1:], dtype=np.float64))
             narrations = _unit(np.asarray(clip.bank.step_narration[1:], dtype=np.float64))
             words = (self.word_match(video_id, clip.cells, settings.pool, [s.caption for s in rec.steps[1:]])
                      if settings.lexical else None)
             logits = model.logits(clip.pooled, captions, narrations, words)
+        if trained:  # log-linear mixture: the trained runs' calibrated log-probabilities weigh trained_weight
+            recipe = log_softmax(logits, axis=1) if model is not None else 0.0
+            logits = (settings.trained_weight * self.trained_log_probs(video_id, clip, rec.num_classes)
+                      + (1.0 - settings.trained_weight) * recipe)
         logits[:, 0] += settings.irrelevant_offset
         lp = log_softmax(logits, axis=1) * settings.emission_weight
         k = rec.num_classes - 1
