@@ -47,8 +47,10 @@ def recipe(cfg: DictConfig) -> Recipe:
 
 
 def is_lightning(model_cfg: DictConfig) -> bool:
-    """Whether the model config builds a LightningModule (fit, validate, test) rather than a non-learned model."""
-    return issubclass(hydra.utils.get_class(model_cfg._target_), pl.LightningModule)
+    """Whether the model config builds a LightningModule (fit, validate, test) rather than a non-learned model (a
+    class, or a function that builds one: mc_plan's `plan_reading_backend`)."""
+    target = hydra.utils.get_object(model_cfg._target_)
+    return isinstance(target, type) and issubclass(target, pl.LightningModule)
 
 
 # ---- what a task adds ------------------------------------------------------------------------------------------

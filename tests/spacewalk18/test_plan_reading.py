@@ -25,7 +25,7 @@ from spacewalk.benchmarks.spacewalk18.questions.plan_reading import (
     third_seconds,
 )
 from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
-from spacewalk.core.errors import ConfigError
+from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.multiple_choice import runner
 
 from fakes import text_vector
@@ -85,6 +85,8 @@ def test_settings_refuse_bad_values():
         ReadingSettings(side_rule="nearest")
     with pytest.raises(ConfigError, match="rate_scale"):
         ReadingSettings(rate_scale=0)
+    with pytest.raises(ConfigError, match="place_spelling"):
+        ReadingSettings(place_spelling="fuzzy")
 
 
 def test_place_mentions_allow_spaced_names_and_not_longer_ones():
@@ -94,6 +96,16 @@ def test_place_mentions_allow_spaced_names_and_not_longer_ones():
     np.testing.assert_allclose(PlanReading.mentions("the P6", clip), [10.0, 30.0])
     np.testing.assert_allclose(PlanReading.mentions("the robotic arm ", clip), [40.0])
     assert len(PlanReading.mentions("the S0", clip)) == 0
+
+
+def test_place_mentions_read_as_the_transcript_spells_places():
+    said = [Sentence("eighty two heads out to p six", 10.0, 12.0), Sentence("the P60 truss", 20.0, 21.0),
+            Sentence("Bob translates to the IEA", 30.0, 31.0), Sentence("at the four bravo work site", 40.0, 42.0)]
+    clip = _Clip(bank=None, cells=np.arange(3), times=np.zeros(3), pooled=np.zeros((3, 2)), transcript=said)
+    assert len(PlanReading.mentions("the P6", clip)) == 0  # "words": the digits as written
+    np.testing.assert_allclose(PlanReading.mentions("the P6", clip, "variants"), [10.0])
+    np.testing.assert_allclose(PlanReading.mentions("the Integrated Electronics Assembly", clip, "variants"), [30.0])
+    np.testing.assert_allclose(PlanReading.mentions("the four bravo worksite", clip, "variants"), [40.0])
 
 
 class BagOfWords:
@@ -133,6 +145,18 @@ def test_backend_beats_chance_on_synthetic_questions_through_the_runner(syntheti
     assert (tmp_path / "run" / "answers.json").is_file()
 
 
+def test_word_match_channel_is_fitted_on_train_and_reads_the_synthetic_questions(synthetic_root, tmp_path):
+    """The synthetic transcripts name their steps' words, so the word channel gets a positive weight on train,
+    and reading with it beats chance as the sentence vectors alone do."""
+    backend = plan_reading_backend(BagOfWords(), root=synthetic_root, bank_dir=tmp_path / "bank", steps="options",
+                                   pool=0, absent_seconds=12.0, lexical=True)
+    reader = backend.reader
+    model = reader.emissions(0, use_words=True)
+    assert model.lexical_weight > 0 and reader.emissions(0).lexical_weight == 0.0
+    metrics = runner.run(QuestionAnswering(reader.dataset), backend, tmp_path / "run", progress=False)
+    assert metrics["count"] == 60 and metrics["Accuracy"] >= 45, metrics
+
+
 def test_choose_settings_keeps_the_best_and_the_earlier_of_equals(synthetic_root, tmp_path):
     from spacewalk.benchmarks.spacewalk18.questions.plan_reading import choose_settings
 
@@ -145,3 +169,68 @@ def test_choose_settings_keeps_the_best_and_the_earlier_of_equals(synthetic_root
     assert chosen is threshold  # the synthetic "when" answers include "does not happen"
     chosen, _ = choose_settings(reader, items, [same, plain])
     assert chosen is same
+
+
+def oracle_cell_log_probs(reader: PlanReading, path: Path, splits=("val", "test")) -> Path:
+    """What a perfect step recogniser's calibrated cells would say: each val and test cell's own label, sure of it
+    but not certain (the format spacewalk/training/cell_log_probs.py writes)."""
+    from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import cell_labels
+
+    out = {}
+    for split in splits:
+        for rec in reader.dataset.split(split):
+            bank = reader._load(rec.video_id)
+            labels = np.maximum(cell_labels(rec, bank.num_cells, bank.segment_seconds), 0)
+            p = np.full((bank.num_cells, rec.num_classes), 0.05 / rec.num_classes)
+            p[np.arange(bank.num_cells), labels] += 0.95
+            out[rec.video_id] = np.log(p)
+    np.savez(path, **out)
+    return path
+
+
+def test_trained_emission_scores_replace_the_recipe_in_the_recording_mode(synthetic_root, tmp_path):
+    """With a recogniser's cell log-probabilities that know every cell's step, the timeline read off the chain is
+    the true one, so the answers beat the zero-shot recipe's; the options mode refuses them, and a file made on
+    other recordings is named."""
+    bank = tmp_path / "bank"
+    recipe = plan_reading_backend(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording", pool=0,
+                                  absent_seconds=12.0)
+    scores = oracle_cell_log_probs(recipe.reader, tmp_path / "oracle.npz")
+    trained = plan_reading_backend(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording", pool=0,
+                                   absent_seconds=12.0, emission_scores=[str(scores), str(scores)])
+    assert trained.reader._emissions == {}  # no zero-shot recipe fitted
+    task = QuestionAnswering(recipe.reader.dataset)
+    base = runner.run(task, recipe, tmp_path / "recipe", progress=False)
+    read = runner.run(task, trained, tmp_path / "trained", progress=False)
+    assert read["count"] == base["count"] == 60
+    assert read["Accuracy"] >= 80 and read["Accuracy"] > base["Accuracy"] + 10, (read, base)
+
+    with pytest.raises(ConfigError, match="steps=recording"):
+        PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="options", emission_scores=[scores])
+    val_only = oracle_cell_log_probs(recipe.reader, tmp_path / "val_only.npz", splits=("val",))
+    reader = PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording",
+                         emission_scores=[val_only])
+    item = task.items()[0]
+    with pytest.raises(DataError, match=f"no scores of recording {item.meta['video_id']}"):
+        reader.scores(item)
+    with pytest.raises(DataError, match="different recordings"):
+        PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording",
+                    emission_scores=[val_only, scores])
+
+
+def test_trained_weight_mixes_the_recipe_back_in(synthetic_root, tmp_path):
+    """trained_weight 0 is the zero-shot recipe's reading, whatever the trained file says; 1 the file's alone."""
+    bank = tmp_path / "bank"
+    recipe = PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording", pool=0)
+    scores = oracle_cell_log_probs(recipe, tmp_path / "oracle.npz")
+    mixed = PlanReading(BagOfWords(), root=synthetic_root, bank_dir=bank, steps="recording", pool=0,
+                        emission_scores=[scores])
+    items = QuestionAnswering(recipe.dataset).items()[:12]
+    for item in items:
+        np.testing.assert_allclose(mixed.scores(item, ReadingSettings(pool=0, trained_weight=0.0))[0],
+                                   recipe.scores(item, ReadingSettings(pool=0))[0], atol=1e-9)
+    differ = [not np.allclose(mixed.scores(i, ReadingSettings(pool=0, trained_weight=0.5))[0],
+                              mixed.scores(i, ReadingSettings(pool=0, trained_weight=1.0))[0]) for i in items]
+    assert any(differ)
+    with pytest.raises(ConfigError, match="trained_weight"):
+        ReadingSettings(trained_weight=1.5)

@@ -253,3 +253,13 @@ def test_train_py_adds_the_default_model_to_what_hydra_runs():
     result = run_command("train.py", "task=intra_video_retrieval", "--cfg", "hydra", timeout=120)
     assert "task=intra_video_retrieval: model=ivr_last_layer (the task's defaults" in result.stderr
     assert "- model=ivr_last_layer" in result.stdout  # hydra.overrides.task: what the run records
+
+
+def test_every_model_config_is_told_lightning_or_not_a_builder_function_included():
+    """The run sequence asks each model config whether it trains; a `_target_` that is a function building a
+    non-learned model (mc_plan's `plan_reading_backend`) is not a LightningModule, never an error."""
+    from spacewalk.training.run import is_lightning
+
+    told = {model: is_lightning(compose_pair("evaluate", served_tasks(CONF / "model" / f"{model}.yaml")[0],
+                                             model).model) for model in MODELS}
+    assert told["mc_plan"] is False and told["random"] is False and told["lfb_cat"] is True

@@ -26,8 +26,17 @@ Two modes, never mixed (`steps`):
 - "recording": the chain is the recording's whole step list (captions and narrations) with the plan decoder's
   chain (decoding/plan_decoder.py PlanModel: step-list offsets and durations from the train
   annotations), the tasks read off it by caption: more than the QA protocol gives, reported apart.
-Both read only the clip's own transcript. Everything learned comes from train (the emission weights, the chain);
-the settings are chosen on generated val questions (spacewalk/benchmarks/spacewalk18/questions/question_generator.py).
+Both read only the clip's own transcript.
+
+`emission_scores` (recording mode only): instead of the zero-shot recipe, the chain observes the calibrated
+step log-probabilities of trained step-recognition runs (spacewalk/training/cell_log_probs.py: each cell's
+window scored by the run, calibrated on the val recordings' cells, several runs averaged); `pool` and `lexical`
+then change nothing unless `trained_weight` < 1 mixes the recipe back in (log-linearly: a weighted sum of the
+two log-probabilities), `irrelevant_offset` and `emission_weight` act as with the recipe. A run's window around a
+cell near the clip's edge reaches up to half its context outside the clip: one more thing this mode reads
+beyond the QA protocol. Everything else learned comes from train (the emission weights, the chain; the runs'
+calibration from val's cells); the settings are chosen on generated val questions
+(spacewalk/benchmarks/spacewalk18/questions/question_generator.py).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import expm
 from scipy.optimize import minimize
 from scipy.special import log_softmax
@@ -46,6 +56,7 @@ from scipy.special import log_softmax
 from spacewalk.algorithms.hmm import forward_backward
 from spacewalk.benchmarks.spacewalk18.data.dataset import NOT_ANNOTATED, Spacewalk18
 from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import PlanModel, cell_labels
+from spacewalk.benchmarks.spacewalk18.features import lexical
 from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
 from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
 from spacewalk.benchmarks.spacewalk18.questions.question_generator import ABSENT, BEFORE_AFTER, ORDER, THIRDS, WHEN
@@ -57,6 +68,7 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem
 LOCATION = "task before/at/after location"
 MODES = ("options", "recording")
 SIDE_RULES = ("mass", "signed")
+PLACE_SPELLINGS = ("words", "variants")
 BEFORE_AFTER_RE = re.compile(r"Which of the following tasks happens (before|after) (.*)\?\s*$", re.S)
 WHEN_RE = re.compile(r"In which part of the video does the task that (.*) happen\?\s*$", re.S)
 ORDER_OPTION_RE = re.compile(r"\(\d\) (.*?)\.(?=\(\d\) |\s*$)", re.S)
@@ -98,45 +110,59 @@ def pooled_cells(cell_text: np.ndarray, pool: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ClipEmissions:
-    """logit_k = caption_weight * <cell, caption_k> + narration_weight * <cell, narration_k> for steps k >= 1,
-    logit_0 = irrelevant_level; fitted on the train recordings' cells (centre labels; not-annotated left out)."""
+    """logit_k = caption_weight * <cell, caption_k> + narration_weight * <cell, narration_k>
+    + lexical_weight * words(cell, caption_k) for steps k >= 1, logit_0 = irrelevant_level; fitted on the train
+    recordings' cells (centre labels; not-annotated left out). `words` is the rarity-weighted word match of
+    features/lexical.py (the cell's and its pooled neighbours' transcript words against the caption's);
+    lexical_weight stays 0 unless `lexical`."""
 
     caption_weight: float
     narration_weight: float
     irrelevant_level: float
     pool: int
+    lexical_weight: float = 0.0
 
-    def logits(self, cells: np.ndarray, captions: np.ndarray, narrations: np.ndarray | None) -> np.ndarray:
-        """cells [T, D] (pooled, unit), captions/narrations [n, D] (unit): [T, 1 + n]."""
+    def logits(self, cells: np.ndarray, captions: np.ndarray, narrations: np.ndarray | None,
+               words: np.ndarray | None = None) -> np.ndarray:
+        """cells [T, D] (pooled, unit), captions/narrations [n, D] (unit), words [T, n] (the word matches):
+        [T, 1 + n]."""
         steps = self.caption_weight * cells @ captions.T
         if narrations is not None and self.narration_weight:
             steps = steps + self.narration_weight * cells @ narrations.T
+        if words is not None and self.lexical_weight:
+            steps = steps + self.lexical_weight * words
         return np.concatenate([np.full((len(cells), 1), self.irrelevant_level), steps], axis=1)
 
     @classmethod
     def fit(cls, banks: Sequence[RecordingBank], labels: Sequence[np.ndarray], pool: int,
-            narration: bool) -> ClipEmissions:
+            narration: bool, words: Sequence[np.ndarray] | None = None) -> ClipEmissions:
+        """`words`: per recording, the word matches [num_cells, K] of its cells against its step captions (the
+        lexical channel; None: without it)."""
         rows = []
-        for bank, label in zip(banks, labels):
+        for i, (bank, label) in enumerate(zip(banks, labels)):
             keep = label != NOT_ANNOTATED
             cells = pooled_cells(bank.cell_text, pool)[keep]
             cap = _unit(np.asarray(bank.step_caption[1:], dtype=np.float64))
             nar = _unit(np.asarray(bank.step_narration[1:], dtype=np.float64))
-            rows.append((cells @ cap.T, cells @ nar.T, label[keep]))
-        if not any(len(r[2]) for r in rows):
+            lex = words[i][keep] if words is not None else np.zeros((len(cells), len(cap)))
+            rows.append((cells @ cap.T, cells @ nar.T, lex, label[keep]))
+        if not any(len(r[3]) for r in rows):
             raise DataError("no annotated cell in the train recordings to fit the QA emissions on")
+        lexical = words is not None
 
         def nll(params):
-            wc, wn, b = params[0], params[1] if narration else 0.0, params[2]
+            wc, wn, b, wl = params[0], params[1] if narration else 0.0, params[2], params[3] if lexical else 0.0
             total = 0.0
-            for cap, nar, y in rows:
-                z = np.concatenate([np.full((len(y), 1), b), wc * cap + wn * nar], axis=1)
+            for cap, nar, lex, y in rows:
+                z = np.concatenate([np.full((len(y), 1), b), wc * cap + wn * nar + wl * lex], axis=1)
                 total -= log_softmax(z, axis=1)[np.arange(len(y)), y].sum()
             return total
 
-        best = minimize(nll, np.array([10.0, 10.0 if narration else 0.0, 3.0]), method="L-BFGS-B")
+        start = np.array([10.0, 10.0 if narration else 0.0, 3.0, 5.0 if lexical else 0.0])
+        best = minimize(nll, start, method="L-BFGS-B")
         wn = float(best.x[1]) if narration else 0.0
-        return cls(float(best.x[0]), wn, float(best.x[2]), pool)
+        wl = float(best.x[3]) if lexical else 0.0
+        return cls(float(best.x[0]), wn, float(best.x[2]), pool, wl)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -148,7 +174,11 @@ class ReadingSettings:
     """What is chosen on val: `pool` (cells either side pooled into a cell's transcript), `emission_weight`
     (< 1: neighbouring pooled cells share their words), `rate_scale` (< 1: stickier states), `irrelevant_offset`
     (added to the fitted Irrelevant level: with only the named tasks, "something else" is more often right),
-    `side_rule` and `absent_seconds` (the rules above)."""
+    `side_rule` and `absent_seconds` (the rules above), `lexical` (the word-match channel of ClipEmissions
+    beside the sentence vectors), `place_spelling` (how a location question's place is found in the transcript:
+    `PlanReading.mentions`; no val question has a place, so it is fixed, not chosen), `trained_weight` (with
+    `emission_scores`: the trained runs' share of the emissions, the zero-shot recipe's the rest; 1: theirs
+    alone)."""
 
     pool: int = 2
     emission_weight: float = 1.0
@@ -156,10 +186,17 @@ class ReadingSettings:
     irrelevant_offset: float = 0.0
     side_rule: str = "signed"
     absent_seconds: float = 0.0
+    lexical: bool = False
+    place_spelling: str = "words"
+    trained_weight: float = 1.0
 
     def __post_init__(self):
         if self.side_rule not in SIDE_RULES:
             raise ConfigError(f"side_rule must be one of {SIDE_RULES}, got {self.side_rule!r}")
+        if self.place_spelling not in PLACE_SPELLINGS:
+            raise ConfigError(f"place_spelling must be one of {PLACE_SPELLINGS}, got {self.place_spelling!r}")
+        if not 0.0 <= self.trained_weight <= 1.0:
+            raise ConfigError(f"trained_weight must lie in [0, 1], got {self.trained_weight}")
         if self.pool < 0 or self.emission_weight <= 0 or self.rate_scale <= 0:
             raise ConfigError(f"pool must be >= 0 and emission_weight, rate_scale > 0: {self}")
 
@@ -252,11 +289,14 @@ class PlanReading:
     def __init__(self, text_encoder, root: str | Path | None = None, synthetic_root: str | Path | None = None,
                  seed: int = 0, synthetic: dict | None = None, bank_dir: str | Path | None = None,
                  bank_root: str | Path = "data/feature_banks", bank_folder: str = "minilm", steps: str = "options",
-                 progress: bool = False, **settings: Any):
+                 progress: bool = False, emission_scores: Sequence[str | Path] | None = None, **settings: Any):
         from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
 
         if steps not in MODES:
             raise ConfigError(f"steps must be one of {MODES}, got {steps!r}")
+        if emission_scores and steps != "recording":
+            raise ConfigError("emission_scores are log-probabilities over the recording's whole step list: they "
+                              "need steps=recording (the options mode knows only the question's tasks)")
         self.steps = steps
         self.settings = from_mapping(ReadingSettings, settings, "model")
         self.name = f"plan_reading_{steps}"
@@ -270,7 +310,10 @@ class PlanReading:
         self.plan = PlanModel.fit(train)
         self._text_cache: dict[str, np.ndarray] = {}
         self._banks: dict[str, RecordingBank] = {}
-        self._emissions: dict[tuple[int, bool], ClipEmissions] = {}
+        self._emissions: dict[tuple[int, bool, bool], ClipEmissions] = {}
+        self._cell_words: dict[str, sp.csr_matrix] = {}
+        self._rarity: lexical.Rarity | None = None
+        self.cell_log_probs = read_cell_log_probs(emission_scores) if emission_scores else None
 
     # ---- pieces -----------------------------------------------------------------------------------
 
@@ -280,14 +323,38 @@ class PlanReading:
             self._banks[video_id] = self.bank.load(video_id)
         return self._banks[video_id]
 
-    def emissions(self, pool: int) -> ClipEmissions:
+    def cell_words(self, video_id: str) -> sp.csr_matrix:
+        """The recording's word counts per grid cell (features/lexical.py)."""
+        if video_id not in self._cell_words:
+            bank = self._load(video_id)
+            self._cell_words[video_id] = lexical.cell_counts(self.dataset.recordings[video_id].transcript,
+                                                              bank.num_cells, bank.segment_seconds)
+        return self._cell_words[video_id]
+
+    @property
+    def rarity(self) -> lexical.Rarity:
+        """The words' rarity over the train recordings' cells."""
+        if self._rarity is None:
+            self._rarity = lexical.Rarity.fit([self.cell_words(r.video_id) for r in self.dataset.split("train")])
+        return self._rarity
+
+    def word_match(self, video_id: str, cells: np.ndarray, pool: int, texts: Sequence[str]) -> np.ndarray:
+        """[len(cells), len(texts)]: the cells' pooled transcript words (pooled within `cells`) against each
+        text's."""
+        return self.rarity.similarity(lexical.pooled(self.cell_words(video_id)[cells], pool), lexical.counts(texts))
+
+    def emissions(self, pool: int, use_words: bool = False) -> ClipEmissions:
         narration = self.steps == "recording"
-        key = (pool, narration)
+        key = (pool, narration, use_words)
         if key not in self._emissions:
             recs = self.dataset.split("train")
             banks = [self._load(r.video_id) for r in recs]
             labels = [cell_labels(r, b.num_cells, b.segment_seconds) for r, b in zip(recs, banks)]
-            self._emissions[key] = ClipEmissions.fit(banks, labels, pool, narration)
+            words = None
+            if use_words:
+                words = [self.word_match(r.video_id, np.arange(b.num_cells), pool, [s.caption for s in r.steps[1:]])
+                         for r, b in zip(recs, banks)]
+            self._emissions[key] = ClipEmissions.fit(banks, labels, pool, narration, words)
         return self._emissions[key]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -315,10 +382,13 @@ class PlanReading:
     def task_posteriors(self, item: MultipleChoiceItem, tasks: Sequence[str], settings: ReadingSettings,
                         clip: _Clip) -> np.ndarray:
         """P [T, len(tasks)]: each named task's posterior over the clip's cells."""
-        model = self.emissions(settings.pool)
+        trained = self.cell_log_probs is not None and self.steps == "recording"
+        model = self.emissions(settings.pool, settings.lexical) if not trained or settings.trained_weight < 1 else None
         seconds = clip.bank.segment_seconds
+        video_id = item.meta["video_id"]
         if self.steps == "options":
-            logits = model.logits(clip.pooled, self.encode(list(tasks)), None)
+            words = self.word_match(video_id, clip.cells, settings.pool, tasks) if settings.lexical else None
+            logits = model.logits(clip.pooled, self.encode(list(tasks)), None, words)
             logits[:, 0] += settings.irrelevant_offset
             lp = log_softmax(logits, axis=1) * settings.emission_weight
             # states: the tasks, then something else (class 0)
@@ -326,9 +396,17 @@ class PlanReading:
             matrix, initial = options_chain(len(tasks), self.plan, settings.rate_scale, seconds)
             return decode(emissions, matrix, initial)[:, :len(tasks)]
         rec = self.dataset.recordings[item.meta["video_id"]]
-        captions = _unit(np.asarray(clip.bank.step_caption[1:], dtype=np.float64))
-        narrations = _unit(np.asarray(clip.bank.step_narration[1:], dtype=np.float64))
-        logits = model.logits(clip.pooled, captions, narrations)
+        logits = 0.0
+        if model is not None:  # the zero-shot recipe
+            captions = _unit(np.asarray(clip.bank.step_caption[1:], dtype=np.float64))
+            narrations = _unit(np.asarray(clip.bank.step_narration[1:], dtype=np.float64))
+            words = (self.word_match(video_id, clip.cells, settings.pool, [s.caption for s in rec.steps[1:]])
+                     if settings.lexical else None)
+            logits = model.logits(clip.pooled, captions, narrations, words)
+        if trained:  # log-linear mixture: the trained runs' calibrated log-probabilities weigh trained_weight
+            recipe = log_softmax(logits, axis=1) if model is not None else 0.0
+            logits = (settings.trained_weight * self.trained_log_probs(video_id, clip, rec.num_classes)
+                      + (1.0 - settings.trained_weight) * recipe)
         logits[:, 0] += settings.irrelevant_offset
         lp = log_softmax(logits, axis=1) * settings.emission_weight
         k = rec.num_classes - 1
@@ -347,6 +425,17 @@ class PlanReading:
             # a text that names no step of the list (a typo in a question) stays at zero: it is nowhere
             out[:, i] = per_class[:, by_caption.get(_norm(task), [])].sum(axis=1)
         return out
+
+    def trained_log_probs(self, video_id: str, clip: _Clip, num_classes: int) -> np.ndarray:
+        """The clip's cells' rows of the trained runs' calibrated log-probabilities [T, K+1] (a copy)."""
+        if video_id not in self.cell_log_probs:
+            raise DataError(f"emission_scores hold no scores of recording {video_id} (they cover the val and test "
+                            f"recordings of the runs' data: {sorted(self.cell_log_probs)})")
+        rows = self.cell_log_probs[video_id]
+        if rows.shape != (clip.bank.num_cells, num_classes):
+            raise DataError(f"emission_scores of recording {video_id}: shape {rows.shape}, expected "
+                            f"{(clip.bank.num_cells, num_classes)} (its cells, its K + 1 classes): made on other data")
+        return np.array(rows[clip.cells], dtype=np.float64)
 
     def contrastive(self, item: MultipleChoiceItem, clip: _Clip) -> np.ndarray:
         """Each option against the mean of the clip's sentence vectors (mc_contrastive_text's mean pool)."""
@@ -383,7 +472,7 @@ class PlanReading:
                 return np.array([sum(precedes(p, tasks.index(_norm(a)), tasks.index(_norm(b)))
                                      for i, a in enumerate(o) for b in o[i + 1:]) for o in orders]), "order"
         if qtype == LOCATION and (m := LOCATION_RE.match(item.question)):
-            mentions = self.mentions(m.group(2), clip)
+            mentions = self.mentions(m.group(2), clip, s.place_spelling)
             if len(mentions):
                 tasks = _tasks(item.options)
                 p = self.task_posteriors(item, tasks, s, clip)
@@ -392,9 +481,14 @@ class PlanReading:
         return self.contrastive(item, clip), "contrastive"
 
     @staticmethod
-    def mentions(place: str, clip: _Clip) -> np.ndarray:
-        """The start times of the clip's sentences naming the place: its words (leading "the" dropped), a
-        letter-digit name ("P6", "S0") also with a space or hyphen inside."""
+    def mentions(place: str, clip: _Clip, spelling: str = "words") -> np.ndarray:
+        """The start times of the clip's sentences naming the place. `spelling` "words": its words (leading "the"
+        dropped), a letter-digit name ("P6", "S0") also with a space or hyphen inside; "variants": the words
+        read as the transcript spells them (features/lexical.py place_variants: "p six" is P6, "four bravo" 4B,
+        "IEA" the Integrated Electronics Assembly), run together in the sentence."""
+        if spelling == "variants":
+            variants = lexical.place_variants(place)
+            return np.array([s.start for s in clip.transcript if variants and lexical.names_place(s.text, variants)])
         words = [w for w in re.findall(r"[a-z0-9]+", place.casefold()) if w != "the"]
         if not words:
             return np.zeros(0)
@@ -412,6 +506,24 @@ class PlanReading:
         else:
             where = np.abs(seconds[:, None] - mentions[None, :]).min(axis=1) <= NEAR_SECONDS
         return np.array([(p[where, o].sum() - p[~where, o].sum()) for o in options])
+
+
+def read_cell_log_probs(files: Sequence[str | Path]) -> dict[str, np.ndarray]:
+    """The mean of several cell_log_probs files ({video: [C, K+1]}, spacewalk/training/cell_log_probs.py)."""
+    tables = []
+    for file in files:
+        path = Path(file)
+        if not path.is_file():
+            raise ConfigError(f"emission_scores: {path} is not a file (python -m spacewalk.training.cell_log_probs "
+                              "writes one)")
+        try:
+            with np.load(path) as data:
+                tables.append({v: np.asarray(data[v], dtype=np.float64) for v in data.files})
+        except (OSError, ValueError) as error:
+            raise DataError(f"not a cell_log_probs .npz file: {error}", file=path) from None
+    if any(set(t) != set(tables[0]) or any(t[v].shape != tables[0][v].shape for v in t) for t in tables):
+        raise DataError(f"emission_scores {list(map(str, files))} cover different recordings or shapes")
+    return {v: np.mean([t[v] for t in tables], axis=0) for v in tables[0]}
 
 
 def plan_reading_backend(text_encoder, **options: Any) -> OptionScoresBackend:
@@ -471,6 +583,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", default="{}", help="JSON: ReadingSettings field -> list of values")
     parser.add_argument("--bank-dir", type=Path, default=Path("data/feature_banks/spacewalk18/minilm"))
     parser.add_argument("--out", type=output_file, default=None, help="JSON file for the table and the choice")
+    parser.add_argument("--emission-scores", nargs="+", type=existing_file, default=None,
+                        help="cell_log_probs .npz files of trained runs, averaged (steps=recording)")
     args = parser.parse_args(argv)
     with user_errors_reported():
         try:
@@ -482,13 +596,14 @@ def main(argv: list[str] | None = None) -> int:
         candidates = [from_mapping(ReadingSettings, dict(zip(grid, combo)), "--grid")
                       for combo in itertools.product(*grid.values())]
         reader = PlanReading(minilm_text_encoder(device="cpu"), root=args.root, bank_dir=args.bank_dir,
-                             steps=args.steps)
+                             steps=args.steps, emission_scores=args.emission_scores)
         items = QuestionAnswering(reader.dataset, questions=args.questions).items()
         chosen, table = choose_settings(reader, items, candidates,
                                         log=lambda row: print(json.dumps(row), flush=True))
         print(json.dumps({"chosen": asdict(chosen)}))
         if args.out is not None:
             write_json(args.out, {"questions": str(args.questions), "steps": args.steps, "grid": grid,
+                                  "emission_scores": [str(f) for f in args.emission_scores or []],
                                   "chosen": asdict(chosen), "candidates": table})
     return 0
 
