@@ -12,7 +12,7 @@ from pathlib import Path
 
 from spacewalk.benchmarks.registry import discover
 
-from conftest import REPO
+from helpers.commands import REPO
 
 PACKAGES = ("spacewalk", "models", "datamodules")
 FRAMEWORKS = ("pytorch_lightning", "lightning", "lightning_fabric", "hydra", "omegaconf")

@@ -17,7 +17,7 @@ from models.step_recognition import StepRecognitionModule
 from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
-from fakes import FakeText
+from helpers.fakes import FakeText
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)

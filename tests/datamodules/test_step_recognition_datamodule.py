@@ -18,7 +18,7 @@ from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, context_window
 from spacewalk.core.errors import DataError
 
-from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector, write_external_features
+from helpers.fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector, write_external_features
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)

@@ -12,7 +12,8 @@ import torch
 from spacewalk import encoders
 from spacewalk.encoders import TextEncoder, VideoEncoder, uniform_frame_indices
 
-from conftest import TINY_CLIP, tiny_clip, tiny_clip_tokenizer, tiny_videomae, tiny_xclip, unavailable
+from helpers.shared_data import unavailable
+from helpers.tiny_encoders import TINY_CLIP, tiny_clip, tiny_clip_tokenizer, tiny_videomae, tiny_xclip
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,8 @@ from models.videomae_mlp import CaptionRegressionModule, VideoToCaptionMLP
 from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
-from conftest import tiny_videomae
-from fakes import FakeText
+from helpers.fakes import FakeText
+from helpers.tiny_encoders import tiny_videomae
 
 SYNTHETIC = dict(n_train=2, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)
@@ -62,7 +62,7 @@ def test_the_recipe_composes():
 
     from spacewalk.training.tasks import take_served_tasks
 
-    from conftest import compose_train
+    from helpers.commands import compose_train
 
     cfg = compose_train("model=videomae_mlp", "encoder=videomae", "modalities=video+text")
     assert cfg.datamodule.frame_sampling == "dense" and cfg.model.irrelevant == "threshold"

@@ -22,7 +22,7 @@ from spacewalk.multiple_choice.backends import transformers_vlm
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.score import main as score_main
 
-from conftest import REPO, run_command
+from helpers.commands import REPO, run_command
 
 ES_OPTIONS = dict(n_questions=6, n_answered=4, seconds=4, fps=2, frame_size=32)
 EC_OPTIONS = dict(per_category=1, frames=[3, 5], frame_size=32)

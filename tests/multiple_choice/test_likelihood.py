@@ -20,7 +20,7 @@ from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMB
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 
-from conftest import run_command
+from helpers.commands import run_command
 
 OPTIONS = ("a red cube", "the blue sphere on the left", "none", "two green cones")
 

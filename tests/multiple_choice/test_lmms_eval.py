@@ -37,8 +37,8 @@ from spacewalk.multiple_choice.lmms_eval.task_folder import DOCS_FILE, export
 from spacewalk.multiple_choice.parsing import letter
 from spacewalk.rescore import recorded_metrics, rescore_run, scored_run
 
-from conftest import REPO, run_command
-from openai_stub import Stub
+from helpers.commands import REPO, run_command
+from helpers.openai_stub import Stub
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=40,
                  retrieval_samples_per_video=4, questions_per_video=8)

@@ -27,8 +27,8 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.parsing import parse_letter, parse_number
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Reply
 
-from conftest import REPO, compose_evaluate
-from fakes import FakeText
+from helpers.commands import REPO, compose_evaluate
+from helpers.fakes import FakeText
 
 SMALL = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=60,
              retrieval_samples_per_video=4, questions_per_video=6)
@@ -482,7 +482,7 @@ def test_contrastive_video_scores_options_against_the_clip_frames(synthetic):
     from spacewalk.multiple_choice.backends.contrastive import ContrastiveVideoBackend
     from spacewalk.multiple_choice.frames import sample_frames
 
-    from fakes import FakeVideo
+    from helpers.fakes import FakeVideo
 
     class VideoWithText(FakeVideo):
         def __init__(self):

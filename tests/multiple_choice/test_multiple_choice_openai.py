@@ -20,7 +20,7 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.parsing import parse_letter
 from spacewalk.multiple_choice.task import Prompt
 
-from openai_stub import stub_fixture
+from helpers.openai_stub import stub_fixture
 
 stub = stub_fixture(TEST_API_KEY="sk-test")
 

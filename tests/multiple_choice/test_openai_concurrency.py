@@ -19,7 +19,7 @@ from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 
-from openai_stub import Task, by_question, question_of, stub_fixture, toy_items
+from helpers.openai_stub import Task, by_question, question_of, stub_fixture, toy_items
 
 FILES = ("records.jsonl", "prompt_parts.jsonl", "metrics.json", "answers.json", "run.json")
 

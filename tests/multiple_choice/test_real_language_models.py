@@ -22,7 +22,7 @@ from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.multiple_choice.packaged_llms import PACKAGED, gguf_path, save_checkpoint, sha256_of
 
-from conftest import OFFLINE, run_command
+from helpers.commands import OFFLINE, run_command
 
 pytestmark = pytest.mark.slow
 

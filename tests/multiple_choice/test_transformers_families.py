@@ -23,7 +23,7 @@ from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 
-from conftest import run_command
+from helpers.commands import run_command
 
 ALL = ("qwen2_5_vl", "llava_onevision", "qwen3_vl", "gemma3")
 

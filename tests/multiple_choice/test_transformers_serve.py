@@ -25,9 +25,9 @@ import pytest
 from spacewalk.multiple_choice import tiny_models
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 
-from conftest import OFFLINE
-from openai_stub import Task, toy_items
-from wandb_offline import offline_run
+from helpers.commands import OFFLINE
+from helpers.openai_stub import Task, toy_items
+from helpers.wandb_offline import offline_run
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=40,
                  retrieval_samples_per_video=4, questions_per_video=8)
@@ -84,7 +84,7 @@ def served(tmp_path_factory):
 
 def run_evaluate(log_dir: Path, served, *overrides: str) -> Path:
     base_url, model = served
-    from conftest import run_command
+    from helpers.commands import run_command
 
     run_command("evaluate.py", "data=spacewalk18_qa", f"data.synthetic_root={log_dir.parent / 'synthetic'}", *SMALL,
                 "model=mc_openai", f"model.model={model}", "model.requests_per_minute=null", "model.max_tokens=8",

@@ -21,8 +21,8 @@ from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.media.grid import num_cells
 from spacewalk.media.video import dense_timestamps, segment_timestamps
 
-from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector
-from window_decoding import decode_window
+from helpers.fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector
+from helpers.window_decoding import decode_window
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
                  retrieval_samples_per_video=10, questions_per_video=2, progress=False)

@@ -273,7 +273,7 @@ DATA_CONFIGS = ["synthetic", "spacewalk18", "spacewalk18_qa", "spacewalk18_step_
 
 @pytest.mark.parametrize("name", DATA_CONFIGS)
 def test_every_data_config_says_release_or_synthetic_with_the_same_keys(name):
-    from conftest import compose_evaluate
+    from helpers.commands import compose_evaluate
 
     data = compose_evaluate(f"data={name}", "data.root=null", "data.synthetic_root=null").data
     assert {"root", "synthetic_root", "seed", "synthetic"} <= set(data), name

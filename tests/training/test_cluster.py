@@ -16,7 +16,7 @@ import pytest
 import submitit
 from test_train_e2e import TINY, run
 
-from conftest import OFFLINE, REPO, compose_train
+from helpers.commands import OFFLINE, REPO, compose_train
 
 
 def test_slurm_trainer_reads_the_nodes_and_devices_from_the_job(monkeypatch):

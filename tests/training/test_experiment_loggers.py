@@ -10,7 +10,7 @@ import json
 import pytest
 from test_train_e2e import TINY
 
-from conftest import run_command
+from helpers.commands import run_command
 
 pytestmark = pytest.mark.slow
 

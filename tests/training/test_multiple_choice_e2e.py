@@ -17,7 +17,7 @@ from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 
-from conftest import REPO, run_command
+from helpers.commands import REPO, run_command
 
 SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=40,
                  retrieval_samples_per_video=4, questions_per_video=8)
@@ -50,8 +50,8 @@ def test_evaluate_default_and_a_killed_run_resumes_to_the_same_metrics(tmp_path)
     assert interval["low"] <= default["Accuracy"] <= interval["high"]
     assert set(default["intervals"]["per_type"]) == set(default["per_type"])
 
-    command = ["data=spacewalk18_qa", *data, "model=mc_scripted", "model._target_=multiple_choice_fakes.KilledAfter",
-               "multiple_choice.chunk_size=4"]
+    command = ["data=spacewalk18_qa", *data, "model=mc_scripted",
+               "model._target_=helpers.multiple_choice_fakes.KilledAfter", "multiple_choice.chunk_size=4"]
     # the uninterrupted run, through the library (the same task and backend as the command builds)
     whole = tmp_path / "whole"
     task = question_answering_task(None, tmp_path / "synthetic", 0, SYNTHETIC)

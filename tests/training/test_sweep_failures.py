@@ -18,7 +18,7 @@ import pytest
 from spacewalk.core.command_errors import user_error_in
 from spacewalk.training import slurm
 
-from conftest import compose_train, run_command
+from helpers.commands import compose_train, run_command
 
 # one recording per split: each job takes seconds
 TINY = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 3), steps_per_video=(2, 2), samples_per_video=50,
@@ -85,12 +85,12 @@ def test_a_killed_job_is_named_and_the_sweep_exits_1(tmp_path, synthetic_spacewa
     result = sweep(tmp_path, "evaluate.py", "hydra/launcher=local", "hydra.launcher.gpus_per_node=0",
                    "data=spacewalk18_qa", f"data.root={root}", "model=mc_scripted", "multiple_choice.progress=false",
                    "multiple_choice.chunk_size=1",
-                   "model._target_=multiple_choice_fakes.KilledAfter,"
+                   "model._target_=helpers.multiple_choice_fakes.KilledAfter,"
                    "spacewalk.multiple_choice.backends.baselines.ScriptedBackend",
                    env={"SPACEWALK_TEST_KILL_AFTER": "0", "OMP_NUM_THREADS": "1"})
     assert result.returncode == 1, result.stderr[-3000:]  # not the user's: a job died
     [line] = error_lines(result)
-    assert line.startswith("error: job 0 (") and "model._target_=multiple_choice_fakes.KilledAfter" in line
+    assert line.startswith("error: job 0 (") and "model._target_=helpers.multiple_choice_fakes.KilledAfter" in line
     assert "the job ended without a result (" in line and f"its output: {tmp_path / 'sweep' / '.submitit'}" in line
     rows = summary_rows(tmp_path / "sweep")
     assert rows["1"]["Accuracy"] != "" and rows["0"]["Accuracy"] == ""

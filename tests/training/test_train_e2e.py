@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_command
+from helpers.commands import run_command
 
 TINY = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.synthetic.n_test=1",
         "+data.synthetic.minutes=[4,5]", "+data.synthetic.steps_per_video=[3,5]",
@@ -170,7 +170,7 @@ def test_train_on_external_video_features_without_a_video_encoder(tmp_path):
     from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
     from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
-    from fakes import write_external_features
+    from helpers.fakes import write_external_features
 
     options = {o[len("+data.synthetic."):].split("=")[0]: json.loads(o.split("=")[1]) for o in TINY}
     dataset = Spacewalk18(ensure_dataset(tmp_path / "synthetic", seed=0, progress=False, **options))

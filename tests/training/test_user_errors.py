@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_command
+from helpers.commands import run_command
 
 TORN_RECORDS = [{"item_id": "0", "prompt": "Which step?", "reply": "A", "choice": 0, "correct": True, "scores": None,
                  "meta": {}}]
