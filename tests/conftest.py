@@ -5,14 +5,30 @@ the run fails instead, naming what is missing."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from helpers.commands import compose_evaluate, compose_train
+from helpers.shared_cache import shared_cache
 from helpers.shared_data import ci_requirements, shared_data_dir, unavailable, under_ci
+from helpers.synthetic_presets import EGOCROSS, EGOSCHEMA
 from helpers.tiny_root import write_tiny_root
+
+
+def pytest_configure(config) -> None:
+    """Under pytest-xdist (`make test` runs `-n 2`), each worker and every command it runs gets its share of the
+    cores as threads (torch, OpenMP, BLAS and the tokenizers read these when they start), so that the workers do
+    not oversubscribe the machine; a value the caller set is kept."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers:
+        threads = str(max(1, len(os.sched_getaffinity(0)) // workers))
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ.setdefault(name, threads)
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def pytest_sessionstart(session) -> None:
@@ -71,59 +87,131 @@ def tiny_root(tmp_path) -> Path:
     return write_tiny_root(tmp_path / "tiny")
 
 
+# ------------------------------------------------------------------------------------------------ encoders
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real all-MiniLM-L6-v2 (shipped in a PyPI package), offline, encoding in batches of 4 (so that a few
+    sentences already span batches); loaded once per session."""
+    from spacewalk import encoders
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        return encoders.minilm_text_encoder(device="cpu", batch_size=4)
+
+
 # ------------------------------------------------------------------------------------------------ synthetic data
-# One synthetic root per benchmark, generated once per session for each set of options (generation is
-# deterministic from the options and the seed), so modules asking for the same set share it. Tests that change
-# the files take a copy first.
+# One synthetic root per benchmark and set of options, generated once per run (generation is deterministic from the
+# options and the seed) in a folder every xdist worker of the run shares, under a file lock, so that modules and
+# workers asking for the same set share it. The options are compared by value (the generator's dataclass: a list
+# and a tuple of the same minutes are one set). Tests that change the files take a copy first.
 
 @pytest.fixture(scope="session")
 def synthetic_spacewalk18(tmp_path_factory):
-    """make(**options) -> the root of a synthetic Spacewalk-18 (spacewalk/benchmarks/spacewalk18/synthetic/
-    Options)."""
+    """make(seed=0, **options) -> the root of a synthetic Spacewalk-18 (spacewalk/benchmarks/spacewalk18/synthetic/
+    Options; helpers.synthetic_presets names the sets the tests use)."""
     from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.synthetic.options import Options
 
-    roots: dict[str, Path] = {}
+    def build(folder: Path, key) -> Path:
+        seed, options = key
+        return ensure_dataset(folder / "sw18", seed=seed, progress=False, **dataclasses.asdict(options))
+
+    cached = shared_cache(tmp_path_factory, "spacewalk18", build)
 
     def make(seed: int = 0, **options) -> Path:
-        key = repr(sorted({"seed": seed, **options}.items()))
-        if key not in roots:
-            roots[key] = ensure_dataset(tmp_path_factory.mktemp("synthetic_spacewalk18") / "sw18", seed=seed,
-                                        **{"progress": False, **options})
-        return roots[key]
+        options.pop("progress", None)  # does not change the data
+        return cached((seed, Options(**options)))
 
     return make
+
+
+@pytest.fixture(scope="session")
+def spacewalk18_run_data(synthetic_spacewalk18):
+    """run_data(preset, seed=0) -> a command's overrides for a run on that synthetic Spacewalk-18: its root, the
+    generator's options (what the run would generate it from, checked against the root's record), and a data
+    folder beside the root (`paths.data_dir`), whose feature banks the first run that needs one builds and the
+    others read (the bank's own lock makes concurrent runs wait for it)."""
+    from helpers.synthetic_presets import overrides
+
+    def run_data(preset, seed: int = 0) -> list[str]:
+        root = synthetic_spacewalk18(seed=seed, **preset)
+        return [f"data.synthetic_root={root}", f"paths.data_dir={root.parent / 'data'}", *overrides(preset),
+                *([f"data.seed={seed}"] if seed else [])]
+
+    return run_data
 
 
 @pytest.fixture(scope="session")
 def synthetic_hirest(tmp_path_factory):
     """make(options) -> the root of a synthetic HiREST (spacewalk/benchmarks/hirest/synthetic/options.py
-    HiRESTOptions)."""
+    HiRESTOptions, or a mapping of its fields)."""
     from spacewalk.benchmarks.hirest.synthetic.generate import generate_hirest
+    from spacewalk.benchmarks.hirest.synthetic.options import as_options
 
-    roots: dict[str, Path] = {}
+    def build(folder: Path, options) -> Path:
+        root = folder / "hirest"
+        return root if root.is_dir() else generate_hirest(root, options, progress=False)
 
-    def make(options) -> Path:
-        if repr(options) not in roots:
-            roots[repr(options)] = generate_hirest(tmp_path_factory.mktemp("synthetic_hirest") / "hirest", options,
-                                                   progress=False)
-        return roots[repr(options)]
-
-    return make
+    cached = shared_cache(tmp_path_factory, "hirest", build)
+    return lambda options=None: cached(as_options(options))
 
 
 @pytest.fixture(scope="session")
-def synthetic_egoschema_root(tmp_path_factory) -> Path:
+def synthetic_egoschema(tmp_path_factory):
+    """make(options) -> the root of a synthetic EgoSchema (spacewalk/benchmarks/egoschema/synthetic.py Options
+    fields)."""
     from spacewalk.benchmarks.egoschema.synthetic import Options, generate_egoschema
 
-    return generate_egoschema(tmp_path_factory.mktemp("es") / "synthetic", Options(n_questions=30, n_answered=20))
+    def build(folder: Path, options) -> Path:
+        root = folder / "synthetic"
+        return root if root.is_dir() else generate_egoschema(root, options)
+
+    cached = shared_cache(tmp_path_factory, "egoschema", build)
+    return lambda options: cached(Options(**options))
 
 
 @pytest.fixture(scope="session")
-def synthetic_egocross_root(tmp_path_factory) -> Path:
+def synthetic_egocross(tmp_path_factory):
+    """make(options) -> the root of a synthetic EgoCross (spacewalk/benchmarks/egocross/synthetic.py Options
+    fields)."""
     from spacewalk.benchmarks.egocross.synthetic import Options, generate_egocross
 
-    return generate_egocross(tmp_path_factory.mktemp("ec") / "synthetic", Options(per_category=3))
+    def build(folder: Path, options) -> Path:
+        root = folder / "synthetic"
+        return root if root.is_dir() else generate_egocross(root, options)
 
+    cached = shared_cache(tmp_path_factory, "egocross", build)
+    return lambda options: cached(Options(**options))
+
+
+@pytest.fixture(scope="session")
+def synthetic_egoschema_root(synthetic_egoschema) -> Path:
+    return synthetic_egoschema(EGOSCHEMA)
+
+
+@pytest.fixture(scope="session")
+def synthetic_egocross_root(synthetic_egocross) -> Path:
+    return synthetic_egocross(EGOCROSS)
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_checkpoints(tmp_path_factory) -> Path:
+    """Every family's tiny random checkpoint (spacewalk/multiple_choice/tiny_models.py), written once per run by the
+    command a user runs, <folder>/<family>/."""
+    from spacewalk.multiple_choice import tiny_models
+
+    def build(folder: Path, _) -> Path:
+        out = folder / "tiny_vlms"
+        if not out.is_dir():
+            assert tiny_models.main(["--out", str(out)]) == 0
+        return out
+
+    return shared_cache(tmp_path_factory, "tiny_vlms", build)("all families")
+
+
+# ------------------------------------------------------------------------------------------------ configs
 
 @pytest.fixture
 def cfg_train():

@@ -16,21 +16,15 @@ from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.core.errors import DataError
 from spacewalk.media.video import open_video, sparse_timestamps
 
+from helpers.synthetic_presets import SHORT
 from helpers.tiny_encoders import tiny_clip, tiny_videomae, tiny_xclip
 
-SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
-                 retrieval_samples_per_video=10, questions_per_video=2, progress=False)
 BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
 
 
 @pytest.fixture
 def root(synthetic_spacewalk18):
-    return synthetic_spacewalk18(**SYNTHETIC)
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    return encoders.minilm_text_encoder(device="cpu")
+    return synthetic_spacewalk18(**SHORT)
 
 
 VIDEO_TOWERS = {"open_clip": tiny_clip, "xclip": tiny_xclip, "videomae": tiny_videomae}
