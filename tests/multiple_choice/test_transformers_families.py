@@ -24,21 +24,10 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 
 from helpers.commands import run_command
+from helpers.encoded_videos import write_video
 from helpers.synthetic_presets import EGOSCHEMA_FAMILIES, overrides
 
-ALL = ("qwen2_5_vl", "llava_onevision", "qwen3_vl", "gemma3")
-
-
-def write_video(path, frames, rate):
-    import av
-
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=rate)
-        stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-        for frame in frames:
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
-        container.mux(stream.encode())
-    return path
+ALL = tiny_models.FAMILIES
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 from PIL import Image
-from test_multiple_choice_openai import Task
 
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
 from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
@@ -29,7 +28,7 @@ from spacewalk.multiple_choice.records import frames_seen
 from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
 
 from helpers.commands import REPO
-from helpers.openai_stub import stub_fixture
+from helpers.openai_stub import Task, stub_fixture
 from helpers.synthetic_presets import QA_ONE_TEST
 
 BUILD = {"qwen2_5_vl": tiny_qwen2_5_vl, "llava_onevision": tiny_llava_onevision}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_plan_decoding import noisy_recording, recording
 
 from spacewalk.benchmarks.spacewalk18.data.dataset import NOT_ANNOTATED
 from spacewalk.benchmarks.spacewalk18.decoding.emissions import (
@@ -28,6 +27,8 @@ from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import (
     WithinWindowDecoder,
     cell_labels,
 )
+
+from helpers.plan_recordings import noisy_recording, recording
 
 
 def test_recording_normalized_centres_and_scales_against_the_reference():

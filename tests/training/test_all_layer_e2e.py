@@ -21,14 +21,14 @@ VIDEO = ["model=all_layer", "modalities=video", "encoder=tiny_clip", "context=1m
          "callbacks.step_checkpoint.every_n_train_steps=5", "callbacks.step_checkpoint.save_top_k=-1"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def all_layer_data(spacewalk18_run_data) -> list[str]:
     """The ALL_LAYER set (three training recordings of 100 samples: 19 global batches of 16 an epoch, steps enough
     that chance is low) as data overrides, for train.py and evaluate.py alike."""
     return spacewalk18_run_data(ALL_LAYER)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def train_data(spacewalk18_run_data) -> list[str]:
     """test_train_e2e's set (TRAIN: 2 x 200 training samples)."""
     return spacewalk18_run_data(TRAIN)
@@ -40,10 +40,10 @@ def run_data(data: list[str], script: str, *overrides: str):
 
 
 @pytest.fixture(scope="module")
-def straight(tmp_path_factory, all_layer_data):
+def straight(tmp_path_factory, spacewalk18_run_data):
     tmp = tmp_path_factory.mktemp("all_layer")
     run_dir = tmp / "straight"
-    run_data(all_layer_data, "train.py", *VIDEO, f"hydra.run.dir={run_dir}")
+    run_data(spacewalk18_run_data(ALL_LAYER), "train.py", *VIDEO, f"hydra.run.dir={run_dir}")
     return tmp, run_dir
 
 

@@ -18,12 +18,12 @@ from helpers.synthetic_presets import TRAIN
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def root(synthetic_spacewalk18):
     return synthetic_spacewalk18(**TRAIN)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def data(spacewalk18_run_data) -> list[str]:
     """train.py's data overrides: the TRAIN set, with the banks its runs share."""
     return spacewalk18_run_data(TRAIN)
