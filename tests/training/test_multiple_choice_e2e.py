@@ -34,13 +34,22 @@ def only_run_dir(log_dir: Path) -> Path:
     return runs[0]
 
 
+@pytest.fixture(scope="module")
+def default_run(synthetic_spacewalk18, tmp_path_factory) -> tuple[list[str], Path]:
+    """The default command (the random backend on the default data config) on the synthetic set, run once: its
+    overrides and the log folder it wrote; the tests below read it."""
+    command = ["data=spacewalk18_qa", f"data.synthetic_root={synthetic_spacewalk18(**QA_TWO_TESTS)}", *SMALL]
+    log_dir = tmp_path_factory.mktemp("default")
+    run("evaluate.py", *command, log_dir=log_dir)
+    return command, log_dir
+
+
 @pytest.mark.slow
-def test_evaluate_default_and_a_killed_run_resumes_to_the_same_metrics(tmp_path, synthetic_spacewalk18):
+def test_evaluate_default_and_a_killed_run_resumes_to_the_same_metrics(tmp_path, synthetic_spacewalk18, default_run):
     root = synthetic_spacewalk18(**QA_TWO_TESTS)
     data = [f"data.synthetic_root={root}", *SMALL]
     # the default backend (random) on the default data config
-    run("evaluate.py", "data=spacewalk18_qa", *data, log_dir=tmp_path / "default")
-    default_dir = only_run_dir(tmp_path / "default")
+    default_dir = only_run_dir(default_run[1])
     assert default_dir.parts[-3:-1] == ("spacewalk18_qa", "random")
     assert {"records.jsonl", "metrics.json", "answers.json", "run.json"} <= {p.name for p in default_dir.iterdir()}
     default = json.loads((default_dir / "metrics.json").read_text())
@@ -100,12 +109,11 @@ def test_step_questions_give_official_predictions_and_train_refuses(tmp_path, sy
 
 
 @pytest.mark.slow
-def test_two_processes_split_the_items_and_rank0_merges(tmp_path, synthetic_spacewalk18):
+def test_two_processes_split_the_items_and_rank0_merges(tmp_path, default_run):
     """Two evaluate.py processes started as torchrun starts them (RANK, WORLD_SIZE), the same command: they
-    find the same run directory, each answers its share, rank 0 merges; the result equals one process's."""
-    command = ["data=spacewalk18_qa", f"data.synthetic_root={synthetic_spacewalk18(**QA_TWO_TESTS)}", *SMALL,
-               "model=random"]
-    run("evaluate.py", *command, log_dir=tmp_path / "one")
+    find the same run directory, each answers its share, rank 0 merges; the result equals one process's (the
+    default command's run, random answers)."""
+    command, one_log_dir = default_run
     environment = os.environ | {"SPACEWALK_LOG_DIR": str(tmp_path / "two"), "OMP_NUM_THREADS": "1",
                                 "WORLD_SIZE": "2", "PYTHONPATH": str(REPO)}
     processes = [subprocess.Popen([sys.executable, "evaluate.py", *command], cwd=REPO, env=environment | {"RANK": r},
@@ -113,7 +121,7 @@ def test_two_processes_split_the_items_and_rank0_merges(tmp_path, synthetic_spac
     for p in processes:
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-3000:]
-    one, two = only_run_dir(tmp_path / "one"), only_run_dir(tmp_path / "two")
+    one, two = only_run_dir(one_log_dir), only_run_dir(tmp_path / "two")
     assert (two / "metrics.json").read_text() == (one / "metrics.json").read_text()
     assert (two / "records.jsonl").read_text() == (one / "records.jsonl").read_text()
     assert (two / "answers.json").read_text() == (one / "answers.json").read_text()
