@@ -34,22 +34,6 @@ def pytest_configure(config) -> None:
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items) -> None:
-    """Under xdist's `--dist loadgroup` (`make test`), the tests that share a module-scoped fixture of their module
-    (a training run, a fitted model, an environment) go to one worker, so that the fixture is built once and not
-    once per worker; every other test goes to whichever worker is free."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        module = item.nodeid.split("::")[0]
-        if info is None:
-            continue
-        for defs in info.name2fixturedefs.values():
-            if defs and defs[-1].scope in ("module", "class") and defs[-1].baseid == module:
-                item.add_marker(pytest.mark.xdist_group(module))
-                break
-
-
 def pytest_sessionstart(session) -> None:
     if under_ci() and ci_requirements():
         pytest.exit("CI=true, but the test run lacks:\n- " + "\n- ".join(ci_requirements()), returncode=3)
