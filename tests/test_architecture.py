@@ -6,13 +6,15 @@ never import each other nor are imported by the shared modules."""
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from spacewalk.benchmarks.registry import discover
 
-from conftest import REPO
+from helpers.commands import REPO
 
 PACKAGES = ("spacewalk", "models", "datamodules")
 FRAMEWORKS = ("pytorch_lightning", "lightning", "lightning_fabric", "hydra", "omegaconf")
@@ -44,7 +46,24 @@ def project_imports(name: str) -> set[str]:
     return found
 
 
-GRAPH = {m: project_imports(m) for m in MODULES}
+class ImportGraph(Mapping):
+    """module -> the project modules it imports, each module parsed when first asked for (not while the tests are
+    collected)."""
+
+    def __getitem__(self, name: str) -> set[str]:
+        if name not in MODULES:
+            raise KeyError(name)
+        return _imports_of(name)
+
+    def __iter__(self):
+        return iter(MODULES)
+
+    def __len__(self) -> int:
+        return len(MODULES)
+
+
+_imports_of = functools.cache(project_imports)
+GRAPH = ImportGraph()
 
 
 def test_the_library_imports_without_lightning_or_hydra():

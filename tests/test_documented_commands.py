@@ -18,7 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 import spacewalk.training  # noqa: F401  (the config resolvers)
 from spacewalk.training.tasks import check_model, with_task_defaults
 
-from conftest import CONF, REPO, run_command
+from helpers.commands import CONF, REPO, run_command
 
 README = (REPO / "README.md").read_text()
 # docs/results.md and its table specs are the results tools' pages, restructured with them

@@ -11,7 +11,7 @@ import re
 import pytest
 import tomllib
 
-from conftest import REPO, run_command
+from helpers.commands import REPO, run_command
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # each extra, and the modules its packages install (what the core run must never import)

@@ -15,12 +15,9 @@ from datamodules.step_recognition import StepRecognitionDataModule
 from models.heads import LFBAvg
 from models.step_recognition import StepRecognitionModule
 from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
-from fakes import FakeText
-
-SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
-                 retrieval_samples_per_video=10, questions_per_video=2, progress=False)
+from helpers.fakes import FakeText
+from helpers.synthetic_presets import SHORT
 
 
 class RecordOrder(pl.Callback):
@@ -44,8 +41,13 @@ class RecordOrder(pl.Callback):
             (self.out_dir / f"rank{trainer.global_rank}.json").write_text(json.dumps(self.steps))
 
 
-def fit(tmp_path, epochs: int, ckpt_path=None, seed: int = 0, devices: int = 1) -> RecordOrder:
-    dataset = Spacewalk18(ensure_dataset(tmp_path / "sw18", seed=0, **SYNTHETIC))
+@pytest.fixture(scope="module")
+def root(synthetic_spacewalk18) -> Path:
+    return synthetic_spacewalk18(**SHORT)
+
+
+def fit(tmp_path, root: Path, epochs: int, ckpt_path=None, seed: int = 0, devices: int = 1) -> RecordOrder:
+    dataset = Spacewalk18(root)
     datamodule = StepRecognitionDataModule(dataset, tmp_path / "bank", text_encoder=FakeText(), batch_size=16,
                                            context_seconds=60.0, seed=seed)
     module = StepRecognitionModule(LFBAvg(dim=16), optimizer=partial(torch.optim.Adam, lr=1e-3))
@@ -58,24 +60,25 @@ def fit(tmp_path, epochs: int, ckpt_path=None, seed: int = 0, devices: int = 1) 
     return order
 
 
-def test_fit_draws_a_new_order_every_epoch_and_a_resumed_run_continues_it(tmp_path):
-    straight = fit(tmp_path / "straight", epochs=3).orders
+def test_fit_draws_a_new_order_every_epoch_and_a_resumed_run_continues_it(tmp_path, root):
+    straight = fit(tmp_path / "straight", root, epochs=3).orders
     assert sorted(straight) == [0, 1, 2]
     assert all(sorted(o) == sorted(straight[0]) for o in straight.values())  # every sample once per epoch
     assert straight[0] != straight[1] != straight[2] != straight[0]
-    assert fit(tmp_path / "again", epochs=3).orders == straight  # drawn from the seed alone
-    assert fit(tmp_path / "other", epochs=1, seed=1).orders[0] != straight[0]
+    assert fit(tmp_path / "again", root, epochs=3).orders == straight  # drawn from the seed alone
+    assert fit(tmp_path / "other", root, epochs=1, seed=1).orders[0] != straight[0]
 
     # two epochs, then resume from last.ckpt for the third: the third epoch's order is the straight run's
-    fit(tmp_path / "resumed", epochs=2)
-    resumed = fit(tmp_path / "resumed", epochs=3, ckpt_path=str(tmp_path / "resumed" / "ckpt" / "last.ckpt")).orders
+    fit(tmp_path / "resumed", root, epochs=2)
+    resumed = fit(tmp_path / "resumed", root, epochs=3,
+                  ckpt_path=str(tmp_path / "resumed" / "ckpt" / "last.ckpt")).orders
     assert resumed == {2: straight[2]}
 
 
 @pytest.mark.slow  # two spawned processes
-def test_two_processes_take_the_global_batches_of_one(tmp_path):
-    one = fit(tmp_path / "one", epochs=2).steps
-    fit(tmp_path / "two", epochs=2, devices=2)
+def test_two_processes_take_the_global_batches_of_one(tmp_path, root):
+    one = fit(tmp_path / "one", root, epochs=2).steps
+    fit(tmp_path / "two", root, epochs=2, devices=2)
     ranks = [json.loads((tmp_path / "two" / f"rank{r}.json").read_text()) for r in range(2)]
     for epoch, steps in one.items():
         shares = [rank[str(epoch)] for rank in ranks]

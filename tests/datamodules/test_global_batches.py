@@ -50,7 +50,7 @@ def test_weighted_shares_average_to_the_gradient_of_the_global_mean(tmp_path):
     from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
     from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
-    from fakes import FakeText
+    from helpers.fakes import FakeText
 
     dataset = Spacewalk18(ensure_dataset(tmp_path / "sw18", seed=0, n_train=2, n_val=1, n_test=1, minutes=(3, 4),
                                          steps_per_video=(3, 4), samples_per_video=40, progress=False))

@@ -12,7 +12,7 @@ from datamodules.hirest import HiRESTDataModule, RoundRobinBatchSampler, step_bo
 from spacewalk.benchmarks.hirest.dataset import HiREST
 from spacewalk.benchmarks.hirest.joint_model_io import TASKS, caption_tokenizer, step_frame_indices
 
-from hirest_fakes import ASR_DIM, QUERY_DIM, VIDEO_DIM, FakeFeatures, write_hirest_root
+from helpers.hirest_fakes import ASR_DIM, QUERY_DIM, VIDEO_DIM, FakeFeatures, write_hirest_root
 
 
 @pytest.fixture(scope="session")

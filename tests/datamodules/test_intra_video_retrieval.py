@@ -22,16 +22,14 @@ from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_retrieval
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import load_json
 
-from conftest import run_command
-from fakes import FakeText
-
-SMALL = dict(n_train=2, n_val=1, n_test=1, minutes=(15, 18), steps_per_video=(4, 6), samples_per_video=50,
-             retrieval_samples_per_video=10, questions_per_video=2, video_fps=0.5, frame_size=16, progress=False)
+from helpers.commands import run_command
+from helpers.fakes import FakeText
+from helpers.synthetic_presets import RETRIEVAL
 
 
 @pytest.fixture
 def synthetic_root(synthetic_spacewalk18):
-    return synthetic_spacewalk18(**SMALL)
+    return synthetic_spacewalk18(**RETRIEVAL)
 
 
 def datamodule(root, bank_dir, encoder, w, **kw):

@@ -18,16 +18,15 @@ from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, context_window
 from spacewalk.core.errors import DataError
 
-from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector, write_external_features
+from helpers.fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector, write_external_features
+from helpers.synthetic_presets import SHORT_BANK
 
-SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
-                 retrieval_samples_per_video=10, questions_per_video=2, progress=False)
 BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
 
 
 @pytest.fixture(scope="module")
 def dataset(synthetic_spacewalk18) -> Spacewalk18:
-    return Spacewalk18(synthetic_spacewalk18(**SYNTHETIC))
+    return Spacewalk18(synthetic_spacewalk18(**SHORT_BANK))
 
 
 def make(dataset, bank_dir, modalities="text", context=60.0, text=None, video=None, **kw):
@@ -92,7 +91,7 @@ def test_video_and_text_layout(dataset, tmp_path):
 
 @pytest.fixture(scope="module")
 def two_recordings(synthetic_spacewalk18) -> Spacewalk18:
-    options = SYNTHETIC | dict(n_train=2, steps_per_video=(3, 6), samples_per_video=40)
+    options = SHORT_BANK | dict(n_train=2, steps_per_video=(3, 6), samples_per_video=40)
     return Spacewalk18(synthetic_spacewalk18(seed=3, **options))
 
 

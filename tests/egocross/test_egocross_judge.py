@@ -17,7 +17,7 @@ from spacewalk.benchmarks.egocross.synthetic import ANSWERS_FILE, Options, gener
 from spacewalk.multiple_choice import tiny_models
 from spacewalk.score import main as score_main
 
-from openai_stub import stub_fixture
+from helpers.openai_stub import stub_fixture
 
 MARK_4, NO_MARK, MARK_2 = '{"mark": 4, "reason": "same meaning"}', "The prediction looks right to me.", '{"mark": 2}'
 

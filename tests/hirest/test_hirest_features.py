@@ -20,8 +20,8 @@ from spacewalk.benchmarks.hirest.subtitles import Subtitle, read_srt, write_srt
 from spacewalk.core.errors import DataError
 from spacewalk.encoders import ThumbnailVideoEncoder
 
-from fakes import FakeText
-from lossless_videos import write_video
+from helpers.fakes import FakeText
+from helpers.lossless_videos import write_video
 
 
 def test_srt_round_trip(tmp_path):

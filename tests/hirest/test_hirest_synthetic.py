@@ -26,7 +26,7 @@ from spacewalk.benchmarks.hirest.synthetic.plan import plan_hirest
 from spacewalk.benchmarks.hirest.synthetic.vocabulary import CATEGORIES as THINGS
 from spacewalk.media.video import open_video
 
-from window_decoding import decode_window
+from helpers.window_decoding import decode_window
 
 # small enough to generate in about a second, big enough for every kind of video and annotation quirk
 TINY = HiRESTOptions(seed=3, n_train=4, n_val=2, n_test=2, videos_per_query=(1, 3), n_distractors=3,

@@ -13,7 +13,7 @@ from spacewalk import download
 from spacewalk.benchmarks.registry import find
 from spacewalk.benchmarks.spacewalk18.data import samples
 
-from conftest import run_command
+from helpers.commands import run_command
 
 
 def test_samples_cli_reproduces_the_official_file(real_spacewalk18_root, tmp_path):

@@ -12,7 +12,7 @@ from omegaconf.errors import InterpolationResolutionError
 from spacewalk.core.command_errors import user_error_in
 from spacewalk.core.errors import ConfigError, DataError
 
-from conftest import run_command
+from helpers.commands import run_command
 
 
 def refuse(value):

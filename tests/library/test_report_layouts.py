@@ -16,7 +16,7 @@ from spacewalk.core.errors import ConfigError
 from spacewalk.report import build_report, load_specs, main
 from spacewalk.run_dirs import find_runs
 
-from run_dir_fakes import Noisy, write_run
+from helpers.run_dir_fakes import Noisy, write_run
 
 OPTIONS = BootstrapOptions(n_resamples=200, seed=0)
 

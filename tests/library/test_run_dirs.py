@@ -10,7 +10,7 @@ from spacewalk.core.errors import DataError
 from spacewalk.provenance import PROVENANCE, read_provenance, write_provenance
 from spacewalk.run_dirs import Metric, find_runs, headline_metrics, read_run
 
-from run_dir_fakes import interval, step_metrics, write_run
+from helpers.run_dir_fakes import interval, step_metrics, write_run
 
 
 def test_headline_numbers_of_every_task_are_their_intervals():

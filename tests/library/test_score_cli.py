@@ -16,7 +16,7 @@ from spacewalk.benchmarks.spacewalk18.scoring.predictions import (
 )
 from spacewalk.score import main
 
-from conftest import run_command
+from helpers.commands import run_command
 
 
 def run_cli(*args):

@@ -9,7 +9,7 @@ import pytest
 from spacewalk.run_dirs import Metric, read_run
 from spacewalk.seed_groups import format_summary, group_by_seed, summarize
 
-from run_dir_fakes import step_metrics, write_run
+from helpers.run_dir_fakes import step_metrics, write_run
 
 
 def test_runs_group_by_everything_but_the_seed(tmp_path):

@@ -19,8 +19,8 @@ from spacewalk.media.video import (
     sparse_timestamps,
 )
 
-from lossless_videos import write_video
-from window_decoding import Clip, decode_window
+from helpers.lossless_videos import write_video
+from helpers.window_decoding import Clip, decode_window
 
 BACKENDS = ["decord", "pyav"]
 H, W = 24, 40  # W is not a multiple of 32, so row padding in the decoders would show

@@ -16,21 +16,15 @@ from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.core.errors import DataError
 from spacewalk.media.video import open_video, sparse_timestamps
 
-from conftest import tiny_clip, tiny_videomae, tiny_xclip
+from helpers.synthetic_presets import SHORT
+from helpers.tiny_encoders import tiny_clip, tiny_videomae, tiny_xclip
 
-SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
-                 retrieval_samples_per_video=10, questions_per_video=2, progress=False)
 BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
 
 
 @pytest.fixture
 def root(synthetic_spacewalk18):
-    return synthetic_spacewalk18(**SYNTHETIC)
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    return encoders.minilm_text_encoder(device="cpu")
+    return synthetic_spacewalk18(**SHORT)
 
 
 VIDEO_TOWERS = {"open_clip": tiny_clip, "xclip": tiny_xclip, "videomae": tiny_videomae}
@@ -257,7 +251,7 @@ def test_warm_up_then_cosine_per_step(minilm):
 
 
 def test_the_recipe_and_the_paper_settings_compose():
-    from conftest import compose_train
+    from helpers.commands import compose_train
 
     cfg = compose_train("model=all_layer", "modalities=text")
     assert cfg.model._target_ == "models.all_layer.AllLayerModule"

@@ -14,7 +14,7 @@ from models.hirest_baselines import (
 )
 from spacewalk.core.errors import DataError
 
-from lossless_videos import write_video
+from helpers.lossless_videos import write_video
 
 
 class TableFeatures:

@@ -28,7 +28,7 @@ from spacewalk.benchmarks.hirest.joint_model_io import (
     time_to_frame,
 )
 
-from hirest_fakes import FakeFeatures, write_hirest_root
+from helpers.hirest_fakes import FakeFeatures, write_hirest_root
 
 TINY = dict(video_dim=8, query_dim=4, asr_dim=6, embed_dim=16, hidden_dim=32, num_layers=1, num_heads=2,
             ffn_dim=64, max_frames=64, dropout=0.0, decoder_layers=1, max_words=16)

@@ -15,27 +15,21 @@ from datamodules.intra_video_retrieval_all_layer import AllLayerRetrievalDataMod
 from models.all_layer import TrainableTowers
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead
 from models.intra_video_retrieval_all_layer import AllLayerRetrievalModule
-from spacewalk import encoders
 from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import RetrievalSamplerConfig
 from spacewalk.core.io import load_json
 from spacewalk.media.video import open_video, sparse_timestamps
 
-from conftest import run_command, tiny_clip
+from helpers.commands import run_command
+from helpers.synthetic_presets import RETRIEVAL_SHORT
+from helpers.tiny_encoders import tiny_clip
 
-SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=(12, 14), steps_per_video=(3, 4), samples_per_video=20,
-             retrieval_samples_per_video=10, questions_per_video=2, video_fps=0.5, frame_size=16, progress=False)
 BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
 
 
 @pytest.fixture
 def root(synthetic_spacewalk18):
-    return synthetic_spacewalk18(**SMALL)
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    return encoders.minilm_text_encoder(device="cpu")
+    return synthetic_spacewalk18(**RETRIEVAL_SHORT)
 
 
 def make(cls, root, bank_dir, modalities, text, video=None, **kw):
@@ -176,7 +170,7 @@ def test_the_frozen_recipes_run_on_two_ddp_processes(tmp_path):
 
 
 def test_the_config_keeps_the_paper_settings():
-    from conftest import compose_train
+    from helpers.commands import compose_train
 
     cfg = compose_train("task=intra_video_retrieval", "model=ivr_all_layer", "context=30s")
     assert cfg.task.recipe == "spacewalk.training.intra_video_retrieval"

@@ -11,17 +11,14 @@ import torch.nn.functional as F
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.videomae_mlp import CaptionRegressionModule, VideoToCaptionMLP
 from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
-from conftest import tiny_videomae
-from fakes import FakeText
-
-SYNTHETIC = dict(n_train=2, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=60,
-                 retrieval_samples_per_video=10, questions_per_video=2, progress=False)
+from helpers.fakes import FakeText
+from helpers.synthetic_presets import SHORT_TWO_TRAIN
+from helpers.tiny_encoders import tiny_videomae
 
 
-def test_the_mlp_regresses_onto_captions_and_predicts_the_nearest(tmp_path):
-    root = ensure_dataset(tmp_path / "sw18", seed=0, **SYNTHETIC)
+def test_the_mlp_regresses_onto_captions_and_predicts_the_nearest(tmp_path, synthetic_spacewalk18):
+    root = synthetic_spacewalk18(**SHORT_TWO_TRAIN)
     dm = StepRecognitionDataModule(Spacewalk18(root), tmp_path / "bank", text_encoder=FakeText(dim=8),
                                    video_encoder=tiny_videomae(hidden_size=32),
                                    bank_config=dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav"),
@@ -62,7 +59,7 @@ def test_the_recipe_composes():
 
     from spacewalk.training.tasks import take_served_tasks
 
-    from conftest import compose_train
+    from helpers.commands import compose_train
 
     cfg = compose_train("model=videomae_mlp", "encoder=videomae", "modalities=video+text")
     assert cfg.datamodule.frame_sampling == "dense" and cfg.model.irrelevant == "threshold"

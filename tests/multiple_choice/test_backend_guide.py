@@ -15,7 +15,7 @@ from spacewalk.benchmarks.spacewalk18.questions.question_answering import Questi
 from spacewalk.multiple_choice import runner
 from spacewalk.training.tasks import check_model
 
-from conftest import CONF, REPO
+from helpers.commands import CONF, REPO
 
 GUIDE = (REPO / "docs" / "writing_a_backend.md").read_text()
 

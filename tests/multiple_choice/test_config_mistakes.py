@@ -18,7 +18,7 @@ from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 
-from openai_stub import Task
+from helpers.openai_stub import Task
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,6 @@ import pytest
 from omegaconf import OmegaConf
 from PIL import Image
 
-from spacewalk.benchmarks.egocross.synthetic import Options as EgoCrossOptions
-from spacewalk.benchmarks.egocross.synthetic import generate_egocross
 from spacewalk.benchmarks.egocross.task import PREDICTIONS_FILE, open_egocross
 from spacewalk.benchmarks.egoschema.dataset import read_questions
 from spacewalk.multiple_choice import runner, tiny_models
@@ -22,19 +20,15 @@ from spacewalk.multiple_choice.backends import transformers_vlm
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.score import main as score_main
 
-from conftest import REPO, run_command
-
-ES_OPTIONS = dict(n_questions=6, n_answered=4, seconds=4, fps=2, frame_size=32)
-EC_OPTIONS = dict(per_category=1, frames=[3, 5], frame_size=32)
+from helpers.commands import REPO, run_command
+from helpers.synthetic_presets import EGOCROSS_TINY_VIDEOS, EGOSCHEMA_TINY_VIDEOS, overrides
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    """Both tiny checkpoints, written by the command a user runs."""
-    out = tmp_path_factory.mktemp("tiny")
-    assert tiny_models.main(["--out", str(out)]) == 0
-    assert {p.name for p in out.iterdir()} == set(tiny_models.FAMILIES)  # no partial folder left behind
-    return out
+def checkpoints(tiny_vlm_checkpoints):
+    """Both tiny checkpoints, written by the command a user runs (the session's, tests/conftest.py)."""
+    assert {p.name for p in tiny_vlm_checkpoints.iterdir()} == set(tiny_models.FAMILIES)  # no partial folder
+    return tiny_vlm_checkpoints
 
 
 def evaluate(*overrides: str) -> None:
@@ -48,10 +42,10 @@ def scored(capsys, *argv: str) -> dict:
 
 
 @pytest.mark.slow
-def test_evaluate_egoschema_with_a_tiny_qwen2_5_vl(checkpoints, tmp_path, capsys):
-    out, data = tmp_path / "run", tmp_path / "egoschema"
+def test_evaluate_egoschema_with_a_tiny_qwen2_5_vl(checkpoints, tmp_path, capsys, synthetic_egoschema):
+    out, data = tmp_path / "run", synthetic_egoschema(EGOSCHEMA_TINY_VIDEOS)
     evaluate("data=egoschema", f"data.synthetic_root={data}", "data.split=full",
-             *[f"+data.synthetic.{k}={v}" for k, v in ES_OPTIONS.items()],
+             *overrides(EGOSCHEMA_TINY_VIDEOS),
              "model=mc_qwen2_5_vl", f"model.model={checkpoints / 'qwen2_5_vl'}", "model.num_frames=4",
              "model.max_new_tokens=6", "model.device=cpu", f"hydra.run.dir={out}")
     questions = read_questions(data / "questions.json")
@@ -79,7 +73,8 @@ def test_evaluate_egoschema_with_a_tiny_qwen2_5_vl(checkpoints, tmp_path, capsys
 
     # metrics.json (the answered subset) is what the score command gives on either file, and on the raw replies
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["total"] == ES_OPTIONS["n_answered"] and metrics["items"] == ES_OPTIONS["n_questions"]
+    assert (metrics["total"], metrics["items"]) == (EGOSCHEMA_TINY_VIDEOS["n_answered"],
+                                                    EGOSCHEMA_TINY_VIDEOS["n_questions"])
     replies = tmp_path / "replies.json"
     replies.write_text(json.dumps({r["item_id"]: r["reply"] for r in records}))
     for predictions in (out / "submission.json", out / "submission.csv", replies):
@@ -88,11 +83,11 @@ def test_evaluate_egoschema_with_a_tiny_qwen2_5_vl(checkpoints, tmp_path, capsys
 
 
 @pytest.mark.slow
-def test_evaluate_egocross_with_a_tiny_llava_onevision(checkpoints, tmp_path, capsys):
-    out, data = tmp_path / "run", tmp_path / "egocross"
+def test_evaluate_egocross_with_a_tiny_llava_onevision(checkpoints, tmp_path, capsys, synthetic_egocross):
+    out, data = tmp_path / "run", synthetic_egocross(EGOCROSS_TINY_VIDEOS)
     # the family's default frames (32 uniformly): every frame of these 3-5 frame folders, none twice
     evaluate("data=egocross", f"data.synthetic_root={data}",
-             *[f"+data.synthetic.{k}={v}".replace(" ", "") for k, v in EC_OPTIONS.items()],
+             *overrides(EGOCROSS_TINY_VIDEOS),
              "model=mc_llava_onevision", f"model.model={checkpoints / 'llava_onevision'}", "model.max_new_tokens=6",
              "model.device=cpu", f"hydra.run.dir={out}")
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
@@ -118,12 +113,12 @@ def test_evaluate_egocross_with_a_tiny_llava_onevision(checkpoints, tmp_path, ca
 
 @pytest.mark.parametrize("family, num_frames", [("qwen2_5_vl", None), ("llava_onevision", None),
                                                 ("qwen2_5_vl", 3), ("llava_onevision", 2)])
-def test_egocross_frame_folders_reach_both_processors(family, num_frames, tmp_path, monkeypatch):
+def test_egocross_frame_folders_reach_both_processors(family, num_frames, tmp_path, monkeypatch, synthetic_egocross):
     """The frames handed to the processor are the item's own files, in order: all of them under the family's
     default rule (Qwen2.5-VL's 2 fps / 768 cap; LLaVA-OneVision's 32, more than a folder holds), uniformly
     thinned by position under a smaller num_frames, never one twice. Folders of different lengths share a
     batch (LLaVA-OneVision's processor stacks a batch's videos: the backend batches equal lengths)."""
-    root = generate_egocross(tmp_path / "ec", EgoCrossOptions(per_category=1, frames=(3, 5), frame_size=32))
+    root = synthetic_egocross(EGOCROSS_TINY_VIDEOS)
     task = open_egocross(root=root, answers=root / "answers.json", limit=4)
     items = task.items()
     assert len({len(item.visual.frames) for item in items}) > 1

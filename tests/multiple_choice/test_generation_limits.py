@@ -31,8 +31,8 @@ from spacewalk.multiple_choice.task import Prompt
 from spacewalk.multiple_choice.tiny_models import tiny_qwen2_5_vl
 from spacewalk.training.tasks import take_served_tasks
 
-from conftest import compose_evaluate
-from openai_stub import stub_fixture
+from helpers.commands import compose_evaluate
+from helpers.openai_stub import stub_fixture
 
 stub = stub_fixture()
 

@@ -12,7 +12,6 @@ import json
 
 import pytest
 import torch
-from test_transformers_families import ALL, write_video
 
 from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice import tiny_models
@@ -20,8 +19,10 @@ from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMB
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 
-from conftest import run_command
+from helpers.commands import run_command
+from helpers.encoded_videos import write_video
 
+ALL = tiny_models.FAMILIES  # every family of tiny video LLM
 OPTIONS = ("a red cube", "the blue sphere on the left", "none", "two green cones")
 
 

@@ -37,11 +37,10 @@ from spacewalk.multiple_choice.lmms_eval.task_folder import DOCS_FILE, export
 from spacewalk.multiple_choice.parsing import letter
 from spacewalk.rescore import recorded_metrics, rescore_run, scored_run
 
-from conftest import REPO, run_command
-from openai_stub import Stub
+from helpers.commands import REPO, run_command
+from helpers.openai_stub import Stub
+from helpers.synthetic_presets import QA_TWO_TESTS
 
-SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=40,
-                 retrieval_samples_per_video=4, questions_per_video=8)
 QA, STEP, EGOCROSS = "spacewalk18_qa", "spacewalk18_step_questions_1min", "egocross_closeqa"
 STEPS = ("spacewalk18_step_questions_1min", "spacewalk18_step_questions_3min", "spacewalk18_step_questions_5min")
 # a few items of each task, what both harnesses ask: 7 questions; per window 7 samples, 4 of the first test recording
@@ -52,7 +51,7 @@ N_ITEMS = 7
 
 @pytest.fixture(scope="module")
 def roots(synthetic_spacewalk18, synthetic_egocross_root):
-    return synthetic_spacewalk18(**SYNTHETIC), synthetic_egocross_root
+    return synthetic_spacewalk18(**QA_TWO_TESTS), synthetic_egocross_root
 
 
 def settings_for(roots) -> list[str]:

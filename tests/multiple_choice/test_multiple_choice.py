@@ -27,11 +27,9 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.parsing import parse_letter, parse_number
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Reply
 
-from conftest import REPO, compose_evaluate
-from fakes import FakeText
-
-SMALL = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=60,
-             retrieval_samples_per_video=4, questions_per_video=6)
+from helpers.commands import REPO, compose_evaluate
+from helpers.fakes import FakeText
+from helpers.synthetic_presets import QA_HARNESS
 
 OPTIONS = ("open the hatch", "install the battery", "take a photo", "stow the bag")
 
@@ -343,8 +341,8 @@ def test_random_backend_is_near_chance_and_reproducible():
 
 
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    return open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("mc") / "synthetic", synthetic=SMALL)
+def synthetic(synthetic_spacewalk18):
+    return open_spacewalk18(synthetic_root=synthetic_spacewalk18(**QA_HARNESS), synthetic=QA_HARNESS)
 
 
 def test_qa_scripted_scores_100_and_the_scoring_tool_agrees(synthetic, tmp_path, capsys):
@@ -482,7 +480,7 @@ def test_contrastive_video_scores_options_against_the_clip_frames(synthetic):
     from spacewalk.multiple_choice.backends.contrastive import ContrastiveVideoBackend
     from spacewalk.multiple_choice.frames import sample_frames
 
-    from fakes import FakeVideo
+    from helpers.fakes import FakeVideo
 
     class VideoWithText(FakeVideo):
         def __init__(self):

@@ -20,7 +20,8 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.parsing import parse_letter
 from spacewalk.multiple_choice.task import Prompt
 
-from openai_stub import stub_fixture
+from helpers.encoded_videos import tiny_video
+from helpers.openai_stub import stub_fixture
 
 stub = stub_fixture(TEST_API_KEY="sk-test")
 
@@ -132,22 +133,6 @@ def test_caption_images_sends_one_image_per_request(stub, items):
         content = request["body"]["messages"][-1]["content"]
         assert [p["type"] for p in content] == ["image_url", "text"]
         assert content[1]["text"] == "Describe the image in 30 words"
-
-
-def tiny_video(path, colours, fps=4):
-    """An mp4 of one second per colour (solid frames, `fps` frames a second)."""
-    import av
-
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width = stream.height = 32
-        stream.pix_fmt = "yuv420p"
-        for k, colour in enumerate(c for c in colours for _ in range(fps)):
-            frame = av.VideoFrame.from_ndarray(np.full((32, 32, 3), colour, np.uint8), format="rgb24")
-            frame.pts = k
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode())
-    return path
 
 
 def colour_of(part):

@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
 
-from conftest import REPO
+from helpers.commands import REPO
 
 
 def load_script():

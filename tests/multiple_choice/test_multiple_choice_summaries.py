@@ -23,15 +23,13 @@ from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 
-from fakes import FakeText, RecordingLLM
-
-SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
-             retrieval_samples_per_video=4, questions_per_video=4)
+from helpers.fakes import FakeText, RecordingLLM
+from helpers.synthetic_presets import QA_ONE_TEST
 
 
 @pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    return open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("summaries") / "synthetic", synthetic=SMALL)
+def synthetic(synthetic_spacewalk18):
+    return open_spacewalk18(synthetic_root=synthetic_spacewalk18(**QA_ONE_TEST), synthetic=QA_ONE_TEST)
 
 
 def test_prompt_resolves_the_clip_and_context_visuals_in_order(tmp_path):

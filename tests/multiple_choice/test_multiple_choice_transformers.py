@@ -17,15 +17,13 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
 
-from fakes import RecordingLLM
-
-SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
-             retrieval_samples_per_video=4, questions_per_video=4)
+from helpers.fakes import RecordingLLM
+from helpers.synthetic_presets import QA_ONE_TEST
 
 
 @pytest.fixture(scope="module")
-def qa(tmp_path_factory):
-    dataset = open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("vlm") / "synthetic", synthetic=SMALL)
+def qa(synthetic_spacewalk18):
+    dataset = open_spacewalk18(synthetic_root=synthetic_spacewalk18(**QA_ONE_TEST), synthetic=QA_ONE_TEST)
     return QuestionAnswering(dataset, limit=3)
 
 

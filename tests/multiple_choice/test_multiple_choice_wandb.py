@@ -1,5 +1,5 @@
 """A multiple-choice run's W&B log, offline as by default, read back from the files wandb wrote
-(tests/wandb_offline.py): the metrics as numbers, a table of the items (question, options, reply, parsed choice,
+(tests/helpers/wandb_offline.py): the metrics as numbers, a table of the items (question, options, reply, parsed choice,
 answer, correct, frames seen) equal to the run's records, grouped by benchmark and model."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from spacewalk.multiple_choice.records import ITEM_COLUMNS
 from spacewalk.training.experiment_loggers import logged_numbers
 from spacewalk.training.multiple_choice import log_to_wandb
 
-from openai_stub import Stub, Task, by_question, toy_items
-from wandb_offline import offline_run
+from helpers.openai_stub import Stub, Task, by_question, toy_items
+from helpers.wandb_offline import offline_run
 
 
 def test_logged_numbers_are_named_so_panels_group_as_meant():
@@ -79,7 +79,7 @@ def test_multiple_choice_runs_log_offline_by_default():
     """As train.py's logger: on, and offline (nothing leaves the machine until `wandb sync`)."""
     from omegaconf import OmegaConf
 
-    from conftest import CONF
+    from helpers.commands import CONF
 
     settings = OmegaConf.load(CONF / "task" / "multiple_choice.yaml").multiple_choice.wandb
     assert settings.enabled is True and settings.offline is True

@@ -19,7 +19,7 @@ from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 
-from openai_stub import Task, by_question, question_of, stub_fixture, toy_items
+from helpers.openai_stub import Task, by_question, question_of, stub_fixture, toy_items
 
 FILES = ("records.jsonl", "prompt_parts.jsonl", "metrics.json", "answers.json", "run.json")
 
@@ -116,7 +116,7 @@ def decoded_mp4(url: str) -> tuple[list[np.ndarray], float]:
 
 @pytest.mark.parametrize("video_format", ["mp4", "jpeg"])
 def test_clips_go_as_one_video_part_stills_as_images(stub, items, tmp_path, video_format):
-    from test_multiple_choice_openai import tiny_video
+    from helpers.encoded_videos import tiny_video
 
     video = tiny_video(tmp_path / "mission.mp4", [(255, 0, 0), (0, 0, 255), (0, 255, 0)])
     clip = MultipleChoiceItem(id="c", question="question?", options=("x", "y", "z"), answer=0,

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible client against a server that misbehaves (tests/openai_stub.py on 127.0.0.1): a reply
+"""The OpenAI-compatible client against a server that misbehaves (tests/helpers/openai_stub.py on 127.0.0.1): a reply
 trickled a byte at a time, one never sent, one too large (declared or not), one that is not JSON or holds no
 answer, HTTP 500 until the retries run out, a connection refused or cut short. Each either succeeds on a retry or
 ends in one ServerError naming the URL, the item and what came back, within the attempt's deadline
@@ -16,8 +16,8 @@ from spacewalk.core.errors import ConfigError, UserInputError
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend, ServerError
 
-from conftest import run_command
-from openai_stub import Raw, Task, chat_reply, refused_url, stub_fixture, toy_items
+from helpers.commands import run_command
+from helpers.openai_stub import Raw, Task, chat_reply, refused_url, stub_fixture, toy_items
 
 stub = stub_fixture()
 

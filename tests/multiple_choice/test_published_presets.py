@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import CONF, compose_config
+from helpers.commands import CONF, compose_config
 
 PRESETS = {"mc_qwen2_5_vl_egoschema": ("qwen2_5_vl", "egoschema"), "mc_qwen3_vl_egoschema": ("qwen3_vl", "egoschema"),
            "mc_llava_onevision_egoschema": ("llava_onevision", "egoschema"),

@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
-from test_transformers_serve import START_SECONDS, free_port
 
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.multiple_choice.packaged_llms import PACKAGED, gguf_path, save_checkpoint, sha256_of
 
-from conftest import OFFLINE, run_command
+from helpers.commands import run_command
+from helpers.serving import transformers_serve
 
 pytestmark = pytest.mark.slow
 
@@ -143,35 +139,8 @@ def served_smollm2(smollm2, tmp_path_factory):
     folder, not a GGUF file: packaged_llms.save_checkpoint)."""
     folder = save_checkpoint(smollm2.model, smollm2.tokenizer,
                              tmp_path_factory.mktemp("served_smollm2") / "SmolLM2-135M-Instruct")
-    port = free_port()
-    log_path = folder.parent / "serve.log"
-    command = [sys.executable, "-c", "from transformers.cli.transformers import main; main()", "serve", str(folder),
-               "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info"]
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ | OFFLINE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"transformers serve exited ({process.returncode}):\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if json.loads(response.read()).get("status") == "ok":
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve not up after {START_SECONDS} s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+    with transformers_serve(folder) as url:
         yield f"{url}/v1", str(folder)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def test_mc_openai_against_a_served_real_model(served_smollm2, real_egoschema_dir, tmp_path):

@@ -32,9 +32,9 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
 from spacewalk.multiple_choice.tiny_models import build
 
+from helpers.synthetic_presets import QA_ONE_TEST
+
 GOLDEN = Path(__file__).parent / "golden" / "transformers_presets.json"
-SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
-             retrieval_samples_per_video=4, questions_per_video=4)
 # (family, backend settings) per scenario (LLaVA-OneVision's processor stacks a call's videos, so it is not given
 # the row whose clip and context clip differ in length: it never could take it); the budgets are the ones
 # test_visual_budget.py exercises
@@ -56,13 +56,14 @@ def frames_visual(folder: Path, name: str, n: int, size: tuple[int, int], seed: 
     return Visual(frames=tuple(paths), frame_times=tuple(2.0 * i for i in range(n)))
 
 
-def scenarios(folder: Path) -> tuple[list[MultipleChoiceItem], list[Prompt]]:
+def scenarios(folder: Path, synthetic_root: Path) -> tuple[list[MultipleChoiceItem], list[Prompt]]:
     """Four items of extracted frames (clips of different lengths and sizes, a context clip, a still from a
-    synthetic Spacewalk-18 video) with prompts of the kinds the tasks write."""
+    synthetic Spacewalk-18 video at `synthetic_root`, generated there on first use) with prompts of the kinds the
+    tasks write."""
     from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
     from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
 
-    qa = QuestionAnswering(open_spacewalk18(synthetic_root=folder / "synthetic", synthetic=SMALL), limit=2)
+    qa = QuestionAnswering(open_spacewalk18(synthetic_root=synthetic_root, synthetic=QA_ONE_TEST), limit=2)
     qa_items = qa.items()
     still = Visual(video=qa_items[0].visual.video, time=1.0)
     clips = [frames_visual(folder, f"c{k}_", n, size, k) for k, (n, size) in
@@ -126,8 +127,8 @@ def watched(model, inputs: list):
 AS_BEFORE = {"qwen2_5_vl": {"video_metadata": False}}
 
 
-def replies(folder: Path) -> dict:
-    items, prompts = scenarios(folder)
+def replies(folder: Path, synthetic_root: Path) -> dict:
+    items, prompts = scenarios(folder, synthetic_root)
     out: dict = {}
     for family, settings in SETTINGS.items():
         model, processor = build(family)
@@ -149,14 +150,14 @@ def replies(folder: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_presets_reply_as_before(tmp_path):
-    assert differences(replies(tmp_path), json.loads(GOLDEN.read_text())) == []
+def test_presets_reply_as_before(tmp_path, synthetic_spacewalk18):
+    assert differences(replies(tmp_path, synthetic_spacewalk18(**QA_ONE_TEST)), json.loads(GOLDEN.read_text())) == []
 
 
-def qa_inputs(folder: Path, change=None) -> dict[str, list]:
+def qa_inputs(folder: Path, synthetic_root: Path) -> dict[str, list]:
     """Each family's model inputs for the Spacewalk-18 QA rows (frames decoded from the synthetic video, the case
-    whose pixels differ between machines), each clip's frames passed through `change` first."""
-    items, prompts = scenarios(folder)
+    whose pixels differ between machines), each clip's frames changed first as `changed_frames` says."""
+    items, prompts = scenarios(folder, synthetic_root)
     out = {}
     for family in SETTINGS:
         model, processor = build(family)
@@ -191,28 +192,30 @@ def pixel_differences(changed: dict, unchanged: dict) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
-def test_a_frame_shifted_by_one_pixel_is_caught(tmp_path, changed_frames):
-    unchanged = qa_inputs(tmp_path)
+def test_a_frame_shifted_by_one_pixel_is_caught(tmp_path, changed_frames, synthetic_spacewalk18):
+    root = synthetic_spacewalk18(**QA_ONE_TEST)
+    unchanged = qa_inputs(tmp_path, root)
     changed_frames(lambda frames: np.roll(frames, 1, axis=2))
-    found = pixel_differences(qa_inputs(tmp_path), unchanged)
+    found = pixel_differences(qa_inputs(tmp_path, root), unchanged)
     assert all(found.values()), found  # both families' pixel tensors flagged
 
 
 @pytest.mark.slow
-def test_rounding_noise_between_machines_passes(tmp_path, changed_frames):
+def test_rounding_noise_between_machines_passes(tmp_path, changed_frames, synthetic_spacewalk18):
     """One level up or down on 30 % of the pixels, and one level up on 30 % (a biased rounding): more than the AMD
     and Intel machines differ by, and not flagged."""
-    unchanged = qa_inputs(tmp_path)
+    root = synthetic_spacewalk18(**QA_ONE_TEST)
+    unchanged = qa_inputs(tmp_path, root)
     rng = np.random.default_rng(0)
     for noise in (lambda shape: rng.choice([-1, 0, 1], shape, p=[0.15, 0.7, 0.15]),
                   lambda shape: (rng.random(shape) < 0.3).astype(int)):
         changed_frames(lambda frames, noise=noise: np.clip(frames.astype(int) + noise(frames.shape), 0, 255)
                        .astype(np.uint8))
-        assert pixel_differences(qa_inputs(tmp_path), unchanged) == {family: [] for family in SETTINGS}
+        assert pixel_differences(qa_inputs(tmp_path, root), unchanged) == {family: [] for family in SETTINGS}
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["WRITE"]:
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
-        GOLDEN.write_text(json.dumps(replies(Path(scratch))) + "\n")
+        GOLDEN.write_text(json.dumps(replies(Path(scratch), Path(scratch) / "synthetic")) + "\n")

@@ -12,12 +12,6 @@ FFmpeg); docs/serving.md."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,21 +19,13 @@ import pytest
 from spacewalk.multiple_choice import tiny_models
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 
-from conftest import OFFLINE
-from openai_stub import Task, toy_items
-from wandb_offline import offline_run
+from helpers.openai_stub import Task, toy_items
+from helpers.serving import transformers_serve
+from helpers.synthetic_presets import QA_TWO_TESTS, overrides
+from helpers.wandb_offline import offline_run
 
-SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=40,
-                 retrieval_samples_per_video=4, questions_per_video=8)
-SMALL = [f"+data.synthetic.{k}={v}".replace(" ", "") for k, v in SYNTHETIC.items()] + ["multiple_choice.progress=false"]
+SMALL = [*overrides(QA_TWO_TESTS), "multiple_choice.progress=false"]
 FILES = ("records.jsonl", "prompt_parts.jsonl", "metrics.json", "answers.json", "run.json")
-START_SECONDS = 300  # importing torch and transformers and loading the model, on a loaded CPU machine
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -51,42 +37,15 @@ def served(tmp_path_factory):
         pytest.fail("transformers' serving extra is not installed: `pip install -e .[dev]` (pyproject.toml's dev "
                     "extra pins transformers[serving])", pytrace=False)
     folder = tiny_models.write(tmp_path_factory.mktemp("served"), ["qwen2_5_vl"])["qwen2_5_vl"]
-    port = free_port()
-    log_path = folder.parent / "serve.log"
-    command = [sys.executable, "-c", "from transformers.cli.transformers import main; main()", "serve", str(folder),
-               "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info"]
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ | OFFLINE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"transformers serve exited ({process.returncode}):\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if json.loads(response.read()).get("status") == "ok":
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve not up after {START_SECONDS} s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+    with transformers_serve(folder) as url:
         yield f"{url}/v1", str(folder)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
-def run_evaluate(log_dir: Path, served, *overrides: str) -> Path:
+def run_evaluate(log_dir: Path, served, synthetic_root: Path, *overrides: str) -> Path:
     base_url, model = served
-    from conftest import run_command
+    from helpers.commands import run_command
 
-    run_command("evaluate.py", "data=spacewalk18_qa", f"data.synthetic_root={log_dir.parent / 'synthetic'}", *SMALL,
+    run_command("evaluate.py", "data=spacewalk18_qa", f"data.synthetic_root={synthetic_root}", *SMALL,
                 "model=mc_openai", f"model.model={model}", "model.requests_per_minute=null", "model.max_tokens=8",
                 *overrides, env={"SPACEWALK_LOG_DIR": str(log_dir), "OPENAI_BASE_URL": base_url,
                                  "OMP_NUM_THREADS": "1", "WANDB_SILENT": "true"})
@@ -96,9 +55,11 @@ def run_evaluate(log_dir: Path, served, *overrides: str) -> Path:
 
 
 @pytest.mark.slow
-def test_evaluate_against_transformers_serve_with_requests_in_flight_equals_a_serial_run(served, tmp_path):
-    concurrent = run_evaluate(tmp_path / "concurrent", served, "model.concurrency=4")
-    serial = run_evaluate(tmp_path / "serial", served, "model.concurrency=1")
+def test_evaluate_against_transformers_serve_with_requests_in_flight_equals_a_serial_run(served, tmp_path,
+                                                                                         synthetic_spacewalk18):
+    root = synthetic_spacewalk18(**QA_TWO_TESTS)
+    concurrent = run_evaluate(tmp_path / "concurrent", served, root, "model.concurrency=4")
+    serial = run_evaluate(tmp_path / "serial", served, root, "model.concurrency=1")
     for name in FILES:
         assert (concurrent / name).read_bytes() == (serial / name).read_bytes(), name
     metrics = json.loads((concurrent / "metrics.json").read_text())

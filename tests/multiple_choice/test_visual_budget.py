@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 from PIL import Image
-from test_multiple_choice_openai import Task
 
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
 from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
@@ -28,11 +27,10 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.records import frames_seen
 from spacewalk.multiple_choice.tiny_models import tiny_llava_onevision, tiny_qwen2_5_vl
 
-from conftest import REPO
-from openai_stub import stub_fixture
+from helpers.commands import REPO
+from helpers.openai_stub import Task, stub_fixture
+from helpers.synthetic_presets import QA_ONE_TEST
 
-SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=20,
-             retrieval_samples_per_video=4, questions_per_video=4)
 BUILD = {"qwen2_5_vl": tiny_qwen2_5_vl, "llava_onevision": tiny_llava_onevision}
 
 
@@ -103,8 +101,8 @@ def test_shown_thins_uniformly_and_resizes():
 
 
 @pytest.fixture(scope="module")
-def qa(tmp_path_factory):
-    dataset = open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("budget") / "synthetic", synthetic=SMALL)
+def qa(synthetic_spacewalk18):
+    dataset = open_spacewalk18(synthetic_root=synthetic_spacewalk18(**QA_ONE_TEST), synthetic=QA_ONE_TEST)
     return QuestionAnswering(dataset, limit=2)
 
 

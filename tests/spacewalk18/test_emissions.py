@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_plan_decoding import noisy_recording, recording
 
 from spacewalk.benchmarks.spacewalk18.data.dataset import NOT_ANNOTATED
 from spacewalk.benchmarks.spacewalk18.decoding.emissions import (
@@ -28,6 +27,8 @@ from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import (
     WithinWindowDecoder,
     cell_labels,
 )
+
+from helpers.plan_recordings import noisy_recording, recording
 
 
 def test_recording_normalized_centres_and_scales_against_the_reference():
@@ -206,7 +207,7 @@ def test_a_recipes_block_products_sum_to_its_scores(tmp_path):
     from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
     from spacewalk.training.decoding import score_blocks, score_samples
 
-    from fakes import FakeText
+    from helpers.fakes import FakeText
 
     dataset = Spacewalk18(ensure_dataset(tmp_path / "sw18", seed=0, n_train=1, n_val=1, n_test=1, minutes=(3, 4),
                                          steps_per_video=(3, 4), samples_per_video=100,

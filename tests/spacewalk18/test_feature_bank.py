@@ -21,17 +21,16 @@ from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.media.grid import num_cells
 from spacewalk.media.video import dense_timestamps, segment_timestamps
 
-from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector
-from window_decoding import decode_window
+from helpers.fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector
+from helpers.synthetic_presets import SHORT_BANK
+from helpers.window_decoding import decode_window
 
-SYNTHETIC = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 4), steps_per_video=(3, 4), samples_per_video=100,
-                 retrieval_samples_per_video=10, questions_per_video=2, progress=False)
 SMALL = BankConfig(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
 
 
 @pytest.fixture
 def synthetic_root(synthetic_spacewalk18) -> Path:
-    return synthetic_spacewalk18(**SYNTHETIC)
+    return synthetic_spacewalk18(**SHORT_BANK)
 
 
 @pytest.fixture

@@ -284,7 +284,8 @@ def test_uniform_random_baseline_on_real_test_split(real_test, record_property):
     acc, iou = np.array([m["Accuracy"] for m in runs]), np.array([m["IoU"] for m in runs])
     print(f"\nuniform random, seed 0: Accuracy {acc[0]:.3f} IoU {iou[0]:.3f}; "
           f"seeds 0-19: Accuracy {acc.mean():.3f} +- {acc.std():.3f}, IoU {iou.mean():.3f} +- {iou.std():.3f}")
-    record_property("random_seed0", {"Accuracy": acc[0], "IoU": iou[0]})
+    # plain floats: xdist sends a test's properties to the main process, which cannot take numpy scalars
+    record_property("random_seed0", {"Accuracy": float(acc[0]), "IoU": float(iou[0])})
     assert abs(acc[0] - 4.22) < 0.3
     assert abs(iou[0] - 1.51) < 0.2
     assert abs(acc.mean() - 4.22) < 0.1

@@ -3,13 +3,11 @@ annotations, its transitions, the calibration, and both decoders on recordings w
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.special import softmax
 
-from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, Recording, Segment, Step, StepSample
+from spacewalk.benchmarks.spacewalk18.data.dataset import StepSample
 from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import (
     Calibration,
     DecodeSettings,
@@ -17,18 +15,10 @@ from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import (
     WholeRecordingDecoder,
     WithinWindowDecoder,
     grid_cell,
-    grid_samples,
     transitions,
 )
 
-
-def recording(labels: list[int], seconds: list[float], num_steps: int, video_id: str = "01012020") -> Recording:
-    edges = np.r_[0.0, np.cumsum(seconds)]
-    segments = tuple(Segment(float(s), float(e), int(round(s * FPS)), int(round(e * FPS)), label)
-                     for s, e, label in zip(edges[:-1], edges[1:], labels))
-    steps = (Step(0, "Irrelevant", "", None, None),) + tuple(Step(i, f"s{i}", "", 0.0, 1.0)
-                                                              for i in range(1, num_steps + 1))
-    return Recording(video_id, segments, steps, Path("/nonexistent.csv"), Path("/nonexistent.mp4"))
+from helpers.plan_recordings import noisy_recording, recording
 
 
 def test_the_plan_counts_what_the_annotations_do():
@@ -81,16 +71,6 @@ def test_calibration_recovers_the_temperature_and_bias_that_made_the_labels():
     labels = {"a": np.array([rng.choice(6, p=row) for row in p])}
     fitted = Calibration.fit(scores, labels)
     assert fitted.temperature == pytest.approx(2.0, rel=0.1) and fitted.irrelevant_bias == pytest.approx(1.5, abs=0.3)
-
-
-def noisy_recording(rng, num_steps=5, seconds=120.0):
-    labels = [-1] + [x for k in range(1, num_steps + 1) for x in (k, 0)] + [-1]
-    rec = recording(labels, [30.0] + [seconds, 24.0] * num_steps + [30.0], num_steps)
-    grid = grid_samples(rec, 12.0)
-    truth = np.array([rec.label_at_frame(g.frame_index) for g in grid])
-    scores = rng.normal(scale=1.0, size=(len(grid), num_steps + 1))
-    scores[np.arange(len(grid)), np.maximum(truth, 0)] += 1.2  # weak evidence for the true class
-    return rec, grid, truth, scores
 
 
 def test_the_whole_recording_decoder_beats_the_raw_scores_and_ignores_where_samples_lie():

@@ -28,7 +28,7 @@ from spacewalk.benchmarks.spacewalk18.questions.question_answering import Questi
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.multiple_choice import runner
 
-from fakes import text_vector
+from helpers.fakes import text_vector
 
 
 def bump(n: int, centre: int, width: int = 3) -> np.ndarray:

@@ -18,7 +18,7 @@ from spacewalk.benchmarks.spacewalk18.scoring.predictions import (
 )
 from spacewalk.core.errors import DataError
 
-VIDEO = "03032020"  # the test video of conftest's tiny root: K + 1 = 3, 30 samples
+VIDEO = "03032020"  # the test video of the tiny root (helpers.tiny_root): K + 1 = 3, 30 samples
 
 
 @pytest.fixture

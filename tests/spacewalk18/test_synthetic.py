@@ -31,14 +31,14 @@ from spacewalk.benchmarks.spacewalk18.synthetic.plan import plan_pieces
 from spacewalk.benchmarks.spacewalk18.synthetic.task_files import THIRDS
 from spacewalk.benchmarks.spacewalk18.synthetic.vocabulary import LOCATIONS, OBJECTS, PALETTE, VERB_ING, VOCABULARY
 
+from helpers.synthetic_presets import GENERATOR
+
 # small enough to generate in well under a second, big enough for every task file to have content
-TINY = dict(n_train=2, n_val=1, n_test=1, steps_per_video=(5, 6), minutes=(6.0, 8.0), video_fps=1.0,
-            frame_size=32, samples_per_video=300, retrieval_samples_per_video=200, questions_per_video=6)
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
-    return generate(tmp_path_factory.mktemp("synthetic") / "spacewalk18", seed=3, progress=False, **TINY)
+    return generate(tmp_path_factory.mktemp("synthetic") / "spacewalk18", seed=3, progress=False, **GENERATOR)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def _concept(caption: str) -> int:
 
 def test_layout_loads_and_follows_the_rules(root, data):
     assert {p.name for p in (root / "data").iterdir()} == {"annotation.json", "steps.json", "transcripts", "videos"}
-    assert sorted(len(data.splits[s]) for s in SPLITS) == sorted([TINY["n_train"], TINY["n_val"], TINY["n_test"]])
+    assert sorted(len(data.splits[s]) for s in SPLITS) == sorted(GENERATOR[f"n_{s}"] for s in ("train", "val", "test"))
     ids = [v for s in SPLITS for v in data.splits[s]]
     assert len(set(ids)) == len(ids)
     for video_id in ids:
@@ -73,7 +73,7 @@ def test_layout_loads_and_follows_the_rules(root, data):
         assert {s.label for s in segments} == set(range(-1, rec.num_classes))  # every class occurs
         for s in segments:
             assert (s.frame_start, s.frame_end) == (frame_of(s.start), frame_of(s.end))  # exactly, not +-1
-        lo, hi = TINY["steps_per_video"]
+        lo, hi = GENERATOR["steps_per_video"]
         assert lo + 1 <= rec.num_classes <= hi + 1
         assert rec.steps[0].caption == "Irrelevant" and rec.steps[0].transcript == IRRELEVANT_DESCRIPTION
         # the preview plays inside the opening not-annotated margin, one clip after another
@@ -92,11 +92,11 @@ def test_layout_loads_and_follows_the_rules(root, data):
 def test_step_samples_are_the_official_sampler(root, data):
     for split in SPLITS:
         on_disk = json.loads((root / STEP_RECOGNITION_DIR / f"{split}.json").read_text())
-        expected = samples_to_json({r.video_id: step_samples(r.segments, r.num_classes, TINY["samples_per_video"])
+        expected = samples_to_json({r.video_id: step_samples(r.segments, r.num_classes, GENERATOR["samples_per_video"])
                                     for r in data.split(split)})
         assert on_disk == expected
         loaded = data.step_samples(split)
-        assert all(len(v) == TINY["samples_per_video"] for v in loaded.values())
+        assert all(len(v) == GENERATOR["samples_per_video"] for v in loaded.values())
 
 
 def test_retrieval_samples_follow_the_construction(data):
@@ -105,7 +105,7 @@ def test_retrieval_samples_follow_the_construction(data):
     for split in SPLITS:
         for video_id, samples in data.retrieval_samples(split).items():
             rec = data.recordings[video_id]
-            assert len(samples) in (0, TINY["retrieval_samples_per_video"])
+            assert len(samples) in (0, GENERATOR["retrieval_samples_per_video"])
             total += len(samples)
             for s in samples:
                 query = rec.segment_at_frame(s.query_frame_index)
@@ -144,12 +144,12 @@ def test_questions_follow_the_templates(data):
 
 
 def test_videos_decode_with_the_recording_length(data):
-    fps = TINY["video_fps"]
+    fps = GENERATOR["video_fps"]
     for rec in data.recordings.values():
         n = math.floor(rec.duration * fps) + 1
         with av.open(str(rec.video_path)) as container:
             stream = container.streams.video[0]
-            assert (stream.width, stream.height) == (TINY["frame_size"],) * 2
+            assert (stream.width, stream.height) == (GENERATOR["frame_size"],) * 2
             frames = sum(1 for _ in container.decode(video=0))
         assert frames == n
         reader = decord.VideoReader(str(rec.video_path))
@@ -158,7 +158,7 @@ def test_videos_decode_with_the_recording_length(data):
 
 
 def test_same_seed_same_dataset(root, tmp_path):
-    again = generate(tmp_path / "again", seed=3, progress=False, **TINY)
+    again = generate(tmp_path / "again", seed=3, progress=False, **GENERATOR)
     first, second = _files(root), _files(again)
     assert first.keys() == second.keys()
     for name in first:
@@ -166,7 +166,7 @@ def test_same_seed_same_dataset(root, tmp_path):
             np.testing.assert_array_equal(_frames(root / name), _frames(again / name))  # both rendered here
         else:
             assert first[name] == second[name], name
-    other = generate(tmp_path / "other", seed=4, progress=False, **TINY)
+    other = generate(tmp_path / "other", seed=4, progress=False, **GENERATOR)
     assert (other / "data/annotation.json").read_bytes() != first["data/annotation.json"]
 
 
@@ -176,7 +176,7 @@ def test_the_signal_is_there(data):
     said_in, said_out = [], []
     for rec in data.recordings.values():
         frames = _frames(rec.video_path).astype(np.float32) / 255
-        times = np.arange(len(frames)) / TINY["video_fps"]
+        times = np.arange(len(frames)) / GENERATOR["video_fps"]
         for k, step in enumerate(rec.steps[1:], start=1):
             concept = VOCABULARY[_concept(step.caption)]
             inside = np.zeros(len(frames), bool)
@@ -205,17 +205,17 @@ def test_the_signal_is_there(data):
 
 def test_ensure_dataset_generates_once(tmp_path, monkeypatch):
     target = tmp_path / "sw18"
-    assert ensure_dataset(target, seed=1, progress=False, **TINY) == target.absolute()
+    assert ensure_dataset(target, seed=1, progress=False, **GENERATOR) == target.absolute()
     before = _files(target)
 
     def fail(*args, **kwargs):
         raise AssertionError("regenerated")
 
     monkeypatch.setattr(generation, "generate", fail)
-    assert ensure_dataset(target, seed=1, progress=False, **TINY) == target.absolute()
+    assert ensure_dataset(target, seed=1, progress=False, **GENERATOR) == target.absolute()
     assert _files(target) == before
     with pytest.raises(ValueError, match="other settings"):
-        ensure_dataset(target, seed=2, **TINY)
+        ensure_dataset(target, seed=2, **GENERATOR)
     real = tmp_path / "real"  # a root that is not ours (no record file) is used as it is
     real.mkdir()
     assert ensure_dataset(real) == real.absolute()
@@ -234,15 +234,15 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(generation, "write_video", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        generate(target, seed=1, progress=False, **TINY)
+        generate(target, seed=1, progress=False, **GENERATOR)
     assert list(tmp_path.iterdir()) == []  # no root, no half-built sibling
     monkeypatch.setattr(generation, "write_video", write_video)
 
-    generate(target, seed=1, progress=False, **TINY)
+    generate(target, seed=1, progress=False, **GENERATOR)
     with pytest.raises(FileExistsError):
-        generate(target, seed=2, progress=False, **TINY)
+        generate(target, seed=2, progress=False, **GENERATOR)
     annotation = (target / "data/annotation.json").read_bytes()
-    generate(target, seed=2, overwrite=True, progress=False, **TINY)
+    generate(target, seed=2, overwrite=True, progress=False, **GENERATOR)
     assert (target / "data/annotation.json").read_bytes() != annotation
     assert [p.name for p in tmp_path.iterdir()] == ["sw18"]
     Spacewalk18(target)
@@ -273,7 +273,7 @@ DATA_CONFIGS = ["synthetic", "spacewalk18", "spacewalk18_qa", "spacewalk18_step_
 
 @pytest.mark.parametrize("name", DATA_CONFIGS)
 def test_every_data_config_says_release_or_synthetic_with_the_same_keys(name):
-    from conftest import compose_evaluate
+    from helpers.commands import compose_evaluate
 
     data = compose_evaluate(f"data={name}", "data.root=null", "data.synthetic_root=null").data
     assert {"root", "synthetic_root", "seed", "synthetic"} <= set(data), name
@@ -300,4 +300,4 @@ def test_a_release_root_is_opened_as_it_is(root, tmp_path):
     # the generator's options say nothing about a release, and no synthetic set is written for it
     data = open_spacewalk18(root, synthetic_root=tmp_path / "unused", synthetic={"n_train": 1})
     assert data.root == root and not (tmp_path / "unused").exists()
-    assert open_spacewalk18(synthetic_root=root, seed=3, synthetic=TINY).root == root  # the synthetic one, reused
+    assert open_spacewalk18(synthetic_root=root, seed=3, synthetic=GENERATOR).root == root  # the synthetic one, reused

@@ -14,9 +14,10 @@ import sys
 import hydra
 import pytest
 import submitit
-from test_train_e2e import TINY, run
 
-from conftest import OFFLINE, REPO, compose_train
+from helpers.commands import OFFLINE, REPO, compose_train
+from helpers.end_to_end import run
+from helpers.synthetic_presets import TRAIN, overrides
 
 
 def test_slurm_trainer_reads_the_nodes_and_devices_from_the_job(monkeypatch):
@@ -94,10 +95,10 @@ def test_launcher_fields_are_checked():
 
 
 @pytest.mark.slow
-def test_local_launcher_runs_a_sweeps_jobs_at_once_and_summarises_both(tmp_path):
+def test_local_launcher_runs_a_sweeps_jobs_at_once_and_summarises_both(tmp_path, spacewalk18_run_data):
     sweep = tmp_path / "sweep"
-    run("train.py", tmp_path, "-m", "hydra/launcher=local", "model=zero_shot", "context=30s,1min", "logger=csv",
-        "plots=false", f"hydra.sweep.dir={sweep}")
+    run("train.py", spacewalk18_run_data(TRAIN), "-m", "hydra/launcher=local", "model=zero_shot", "context=30s,1min",
+        "logger=csv", "plots=false", f"hydra.sweep.dir={sweep}")
     jobs = [sweep / "0", sweep / "1"]
     # each job's own start (Hydra writes .hydra/config.yaml as the job starts) and end (its metrics.json, written
     # last): one after the other, as Hydra's basic launcher runs them, the second would start after the first ended
@@ -121,14 +122,15 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-def test_slurm_trainer_with_two_tasks_as_srun_starts_them_equals_one_process(tmp_path):
+def test_slurm_trainer_with_two_tasks_as_srun_starts_them_equals_one_process(tmp_path, synthetic_spacewalk18):
     """trainer=slurm on one machine: two train.py processes with the variables srun gives two tasks of one node
     (gloo on CPU), so Lightning's own SLURMEnvironment sets them up; they build the feature bank between them
     (a fresh bank folder: each rank its share of the recordings) and give one process's numbers."""
     recipe = ["model=zero_shot", "context=1min", "logger=csv", "plots=false", "trainer.accelerator=cpu",
-              f"data.synthetic_root={tmp_path / 'synthetic'}", *TINY]
+              f"data.synthetic_root={synthetic_spacewalk18(**TRAIN)}", *overrides(TRAIN)]
     one = tmp_path / "one"
-    run("train.py", tmp_path, *recipe[:5], f"hydra.run.dir={one}")  # also writes the synthetic data once
+    # each process count builds its own bank, in a folder of this test's own (the banks are compared below)
+    run("train.py", [], *recipe, f"paths.data_dir={tmp_path / 'data'}", f"hydra.run.dir={one}")
     two = tmp_path / "two"
     command = [*recipe, "trainer=slurm", f"paths.data_dir={tmp_path / 'data2'}", f"hydra.run.dir={two}"]
     environment = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}

@@ -11,7 +11,7 @@ import spacewalk.training  # noqa: F401  (the config resolvers)
 from spacewalk.core.errors import ConfigError
 from spacewalk.training.tasks import take_served_tasks
 
-from conftest import REPO, compose_evaluate, compose_train
+from helpers.commands import REPO, compose_evaluate, compose_train
 
 CONF = str(REPO / "conf")
 MODELS = sorted(p.stem for p in (REPO / "conf/model").glob("*.yaml"))

@@ -21,7 +21,7 @@ from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import RandomBackend, ScriptedBackend
 from spacewalk.score import main as score_main
 
-from conftest import run_command
+from helpers.commands import run_command
 
 
 def near_chance(accuracy: float, n: int, k: int) -> bool:

@@ -12,7 +12,7 @@ from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 from spacewalk.rescore import recorded_metrics, rescore_run
 
-from conftest import run_command
+from helpers.commands import run_command
 
 SMALL = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.synthetic.n_test=2",
          "+data.synthetic.minutes=[4,5]", "+data.synthetic.steps_per_video=[3,5]",

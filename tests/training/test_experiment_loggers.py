@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_train_e2e import TINY
 
-from conftest import run_command
+from helpers.commands import run_command
+from helpers.synthetic_presets import TRAIN, overrides
 
 pytestmark = pytest.mark.slow
 
@@ -41,18 +41,19 @@ def local_mlflow(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
 
 
-def multiple_choice(tmp_path, logger: str):
+def multiple_choice(tmp_path, synthetic_spacewalk18, logger: str):
     log_dir = tmp_path / "logs"
     run_dir = tmp_path / "run"
-    run_command("evaluate.py", "data=spacewalk18_qa", f"data.synthetic_root={tmp_path / 'synthetic'}", *TINY,
+    run_command("evaluate.py", "data=spacewalk18_qa", f"data.synthetic_root={synthetic_spacewalk18(**TRAIN)}",
+                *overrides(TRAIN),
                 "model=mc_scripted", f"logger={logger}", "multiple_choice.progress=false",
                 "multiple_choice.wandb.enabled=false", f"hydra.run.dir={run_dir}",
                 env={"SPACEWALK_LOG_DIR": str(log_dir)})
     return log_dir, run_dir, json.loads((run_dir / "metrics.json").read_text())
 
 
-def test_tensorboard_holds_a_multiple_choice_runs_metrics_and_intervals(tmp_path):
-    _, run_dir, metrics = multiple_choice(tmp_path, "tensorboard")
+def test_tensorboard_holds_a_multiple_choice_runs_metrics_and_intervals(tmp_path, synthetic_spacewalk18):
+    _, run_dir, metrics = multiple_choice(tmp_path, synthetic_spacewalk18, "tensorboard")
     scalars = tensorboard_scalars(run_dir)
     interval = metrics["intervals"]["Accuracy"]
     assert scalars["test/Accuracy"] == [pytest.approx(metrics["Accuracy"])] == [pytest.approx(100.0)]
@@ -65,8 +66,8 @@ def test_tensorboard_holds_a_multiple_choice_runs_metrics_and_intervals(tmp_path
     assert "mc_scripted" in hparams and "provenance" in hparams and "n_resamples" in hparams
 
 
-def test_mlflow_holds_a_multiple_choice_runs_metrics_config_and_provenance(tmp_path):
-    log_dir, run_dir, metrics = multiple_choice(tmp_path, "mlflow")
+def test_mlflow_holds_a_multiple_choice_runs_metrics_config_and_provenance(tmp_path, synthetic_spacewalk18):
+    log_dir, run_dir, metrics = multiple_choice(tmp_path, synthetic_spacewalk18, "mlflow")
     client, run = mlflow_run(log_dir)
     assert run.data.metrics["test/Accuracy"] == pytest.approx(metrics["Accuracy"])
     interval = metrics["intervals"]["Accuracy"]
@@ -84,10 +85,10 @@ def test_mlflow_holds_a_multiple_choice_runs_metrics_config_and_provenance(tmp_p
     assert run.info.status == "FINISHED"
 
 
-def test_training_logs_to_tensorboard_and_mlflow(tmp_path):
+def test_training_logs_to_tensorboard_and_mlflow(tmp_path, spacewalk18_run_data):
+    data = spacewalk18_run_data(TRAIN)
     log_dir, run_dir = tmp_path / "logs", tmp_path / "run"
-    run_command("train.py", f"data.synthetic_root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}",
-                *TINY, "model=lfb_avg", "trainer.max_epochs=1", "plots=false", "logger=tensorboard",
+    run_command("train.py", *data, "model=lfb_avg", "trainer.max_epochs=1", "plots=false", "logger=tensorboard",
                 f"hydra.run.dir={run_dir}", env={"SPACEWALK_LOG_DIR": str(log_dir)})
     metrics = json.loads((run_dir / "metrics.json").read_text())
     scalars = tensorboard_scalars(run_dir)
@@ -96,8 +97,7 @@ def test_training_logs_to_tensorboard_and_mlflow(tmp_path):
     assert "train/loss_epoch" in scalars and "val/loss" in scalars
 
     mlflow_dir = tmp_path / "mlflow_run"
-    run_command("train.py", f"data.synthetic_root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}",
-                *TINY, "model=lfb_avg", "trainer.max_epochs=1", "plots=false", "logger=mlflow",
+    run_command("train.py", *data, "model=lfb_avg", "trainer.max_epochs=1", "plots=false", "logger=mlflow",
                 f"hydra.run.dir={mlflow_dir}", env={"SPACEWALK_LOG_DIR": str(log_dir)})
     metrics = json.loads((mlflow_dir / "metrics.json").read_text())
     client, run = mlflow_run(log_dir)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from conftest import compose_train, run_command
+from helpers.commands import compose_train, run_command
 
 pytestmark = pytest.mark.slow
 

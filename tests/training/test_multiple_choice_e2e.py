@@ -17,11 +17,10 @@ from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 
-from conftest import REPO, run_command
+from helpers.commands import REPO, run_command
+from helpers.synthetic_presets import QA_TWO_TESTS, overrides
 
-SYNTHETIC = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=40,
-                 retrieval_samples_per_video=4, questions_per_video=8)
-SMALL = [f"+data.synthetic.{k}={v}".replace(" ", "") for k, v in SYNTHETIC.items()] + ["multiple_choice.progress=false"]
+SMALL = [*overrides(QA_TWO_TESTS), "multiple_choice.progress=false"]
 
 
 def run(script: str, *overrides: str, log_dir: Path, env: dict | None = None, check: bool = True):
@@ -35,12 +34,22 @@ def only_run_dir(log_dir: Path) -> Path:
     return runs[0]
 
 
+@pytest.fixture(scope="module")
+def default_run(synthetic_spacewalk18, tmp_path_factory) -> tuple[list[str], Path]:
+    """The default command (the random backend on the default data config) on the synthetic set, run once: its
+    overrides and the log folder it wrote; the tests below read it."""
+    command = ["data=spacewalk18_qa", f"data.synthetic_root={synthetic_spacewalk18(**QA_TWO_TESTS)}", *SMALL]
+    log_dir = tmp_path_factory.mktemp("default")
+    run("evaluate.py", *command, log_dir=log_dir)
+    return command, log_dir
+
+
 @pytest.mark.slow
-def test_evaluate_default_and_a_killed_run_resumes_to_the_same_metrics(tmp_path):
-    data = [f"data.synthetic_root={tmp_path / 'synthetic'}", *SMALL]
+def test_evaluate_default_and_a_killed_run_resumes_to_the_same_metrics(tmp_path, synthetic_spacewalk18, default_run):
+    root = synthetic_spacewalk18(**QA_TWO_TESTS)
+    data = [f"data.synthetic_root={root}", *SMALL]
     # the default backend (random) on the default data config
-    run("evaluate.py", "data=spacewalk18_qa", *data, log_dir=tmp_path / "default")
-    default_dir = only_run_dir(tmp_path / "default")
+    default_dir = only_run_dir(default_run[1])
     assert default_dir.parts[-3:-1] == ("spacewalk18_qa", "random")
     assert {"records.jsonl", "metrics.json", "answers.json", "run.json"} <= {p.name for p in default_dir.iterdir()}
     default = json.loads((default_dir / "metrics.json").read_text())
@@ -50,11 +59,11 @@ def test_evaluate_default_and_a_killed_run_resumes_to_the_same_metrics(tmp_path)
     assert interval["low"] <= default["Accuracy"] <= interval["high"]
     assert set(default["intervals"]["per_type"]) == set(default["per_type"])
 
-    command = ["data=spacewalk18_qa", *data, "model=mc_scripted", "model._target_=multiple_choice_fakes.KilledAfter",
-               "multiple_choice.chunk_size=4"]
+    command = ["data=spacewalk18_qa", *data, "model=mc_scripted",
+               "model._target_=helpers.multiple_choice_fakes.KilledAfter", "multiple_choice.chunk_size=4"]
     # the uninterrupted run, through the library (the same task and backend as the command builds)
     whole = tmp_path / "whole"
-    task = question_answering_task(None, tmp_path / "synthetic", 0, SYNTHETIC)
+    task = question_answering_task(None, root, 0, QA_TWO_TESTS)
     runner.run(task, ScriptedBackend(), whole, chunk_size=4, progress=False, bootstrap=BootstrapOptions())
 
     killed = run("evaluate.py", *command, log_dir=tmp_path / "killed", env={"SPACEWALK_TEST_KILL_AFTER": "8"},
@@ -76,15 +85,16 @@ def test_evaluate_default_and_a_killed_run_resumes_to_the_same_metrics(tmp_path)
 
 
 @pytest.mark.slow
-def test_step_questions_give_official_predictions_and_train_refuses(tmp_path):
+def test_step_questions_give_official_predictions_and_train_refuses(tmp_path, synthetic_spacewalk18):
+    root = synthetic_spacewalk18(**QA_TWO_TESTS)
     out = tmp_path / "run"
-    run("evaluate.py", "data=spacewalk18_step_questions", f"data.synthetic_root={tmp_path / 'synthetic'}", *SMALL,
+    run("evaluate.py", "data=spacewalk18_step_questions", f"data.synthetic_root={root}", *SMALL,
         "model=mc_scripted", "context=1min", f"hydra.run.dir={out}", log_dir=tmp_path)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["Accuracy"] == 100.0 and metrics["count"] == 80 and metrics["official_samples"] is True
     assert metrics["intervals"]["Accuracy"]["unit"] == "recordings, then samples within them"
     assert metrics["intervals"]["Accuracy"]["low"] == metrics["intervals"]["Accuracy"]["high"] == 100.0
-    scored = run_command("-m", "spacewalk.score", "--root", tmp_path / "synthetic", "--split", "test",
+    scored = run_command("-m", "spacewalk.score", "--root", root, "--split", "test",
                          "--predictions", out / "predictions.json")
     assert json.loads(scored.stdout)["IoU"] == pytest.approx(metrics["IoU"])
     from hydra import compose, initialize_config_dir
@@ -99,11 +109,11 @@ def test_step_questions_give_official_predictions_and_train_refuses(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_split_the_items_and_rank0_merges(tmp_path):
+def test_two_processes_split_the_items_and_rank0_merges(tmp_path, default_run):
     """Two evaluate.py processes started as torchrun starts them (RANK, WORLD_SIZE), the same command: they
-    find the same run directory, each answers its share, rank 0 merges; the result equals one process's."""
-    command = ["data=spacewalk18_qa", f"data.synthetic_root={tmp_path / 'synthetic'}", *SMALL, "model=random"]
-    run("evaluate.py", *command, log_dir=tmp_path / "one")  # also generates the synthetic data once
+    find the same run directory, each answers its share, rank 0 merges; the result equals one process's (the
+    default command's run, random answers)."""
+    command, one_log_dir = default_run
     environment = os.environ | {"SPACEWALK_LOG_DIR": str(tmp_path / "two"), "OMP_NUM_THREADS": "1",
                                 "WORLD_SIZE": "2", "PYTHONPATH": str(REPO)}
     processes = [subprocess.Popen([sys.executable, "evaluate.py", *command], cwd=REPO, env=environment | {"RANK": r},
@@ -111,7 +121,7 @@ def test_two_processes_split_the_items_and_rank0_merges(tmp_path):
     for p in processes:
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-3000:]
-    one, two = only_run_dir(tmp_path / "one"), only_run_dir(tmp_path / "two")
+    one, two = only_run_dir(one_log_dir), only_run_dir(tmp_path / "two")
     assert (two / "metrics.json").read_text() == (one / "metrics.json").read_text()
     assert (two / "records.jsonl").read_text() == (one / "records.jsonl").read_text()
     assert (two / "answers.json").read_text() == (one / "answers.json").read_text()

@@ -18,11 +18,10 @@ import pytest
 from spacewalk.core.command_errors import user_error_in
 from spacewalk.training import slurm
 
-from conftest import compose_train, run_command
+from helpers.commands import compose_train, run_command
+from helpers.synthetic_presets import SWEEP
 
 # one recording per split: each job takes seconds
-TINY = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 3), steps_per_video=(2, 2), samples_per_video=50,
-            retrieval_samples_per_video=50, questions_per_video=2)
 
 
 def sweep(tmp_path, script: str, *overrides: str, env: dict | None = None):
@@ -43,7 +42,7 @@ def summary_rows(sweep_dir: Path) -> dict[str, dict]:
 
 @pytest.mark.slow
 def test_hydras_own_launcher_runs_every_job_and_names_the_failed_ones(tmp_path, synthetic_spacewalk18):
-    root = synthetic_spacewalk18(**TINY)
+    root = synthetic_spacewalk18(**SWEEP)
     result = sweep(tmp_path, "evaluate.py", f"data.root={root}", "context=7x,5min,0s")
     assert result.returncode == 2, result.stderr[-3000:]  # both failures were the user's
     assert error_lines(result) == [  # each job named by what the command sweeps
@@ -65,7 +64,7 @@ def test_hydras_own_launcher_runs_every_job_and_names_the_failed_ones(tmp_path, 
 
 @pytest.mark.slow
 def test_the_local_launcher_with_a_bad_data_root_summarises_the_good_job(tmp_path, synthetic_spacewalk18):
-    root = synthetic_spacewalk18(**TINY)
+    root = synthetic_spacewalk18(**SWEEP)
     missing = tmp_path / "no_such_root"
     result = sweep(tmp_path, "evaluate.py", "hydra/launcher=local", "hydra.launcher.gpus_per_node=0",
                    f"data.root={root},{missing}", env={"OMP_NUM_THREADS": "1"})
@@ -81,16 +80,16 @@ def test_the_local_launcher_with_a_bad_data_root_summarises_the_good_job(tmp_pat
 @pytest.mark.slow
 def test_a_killed_job_is_named_and_the_sweep_exits_1(tmp_path, synthetic_spacewalk18):
     """submitit's UncompletedJobError for a job killed without a result: recorded, the other job summarised."""
-    root = synthetic_spacewalk18(**TINY)
+    root = synthetic_spacewalk18(**SWEEP)
     result = sweep(tmp_path, "evaluate.py", "hydra/launcher=local", "hydra.launcher.gpus_per_node=0",
                    "data=spacewalk18_qa", f"data.root={root}", "model=mc_scripted", "multiple_choice.progress=false",
                    "multiple_choice.chunk_size=1",
-                   "model._target_=multiple_choice_fakes.KilledAfter,"
+                   "model._target_=helpers.multiple_choice_fakes.KilledAfter,"
                    "spacewalk.multiple_choice.backends.baselines.ScriptedBackend",
                    env={"SPACEWALK_TEST_KILL_AFTER": "0", "OMP_NUM_THREADS": "1"})
     assert result.returncode == 1, result.stderr[-3000:]  # not the user's: a job died
     [line] = error_lines(result)
-    assert line.startswith("error: job 0 (") and "model._target_=multiple_choice_fakes.KilledAfter" in line
+    assert line.startswith("error: job 0 (") and "model._target_=helpers.multiple_choice_fakes.KilledAfter" in line
     assert "the job ended without a result (" in line and f"its output: {tmp_path / 'sweep' / '.submitit'}" in line
     rows = summary_rows(tmp_path / "sweep")
     assert rows["1"]["Accuracy"] != "" and rows["0"]["Accuracy"] == ""

@@ -12,8 +12,8 @@ from omegaconf import OmegaConf
 from spacewalk.run_dirs import read_runs
 from spacewalk.training.sweep_summary import SweepSummary, main, summary_texts
 
-from conftest import run_command
-from run_dir_fakes import interval, step_metrics, write_run
+from helpers.commands import run_command
+from helpers.run_dir_fakes import interval, step_metrics, write_run
 
 
 def fake_sweep(root):

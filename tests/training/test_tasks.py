@@ -13,7 +13,7 @@ import spacewalk.training  # noqa: F401  (the config resolvers)
 from spacewalk.core.errors import ConfigError
 from spacewalk.training.tasks import check_model, models_serving, served_tasks, with_task_defaults
 
-from conftest import CONF, compose_config, run_command
+from helpers.commands import CONF, compose_config, run_command
 
 TASKS = sorted(p.stem for p in (CONF / "task").glob("*.yaml"))
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
@@ -61,7 +61,7 @@ def test_a_new_model_is_one_config_file(tmp_path):
 
 
 def test_the_task_wiring_uses_no_private_hydra_api():
-    from conftest import REPO
+    from helpers.commands import REPO
 
     sources = [p for p in (REPO / "spacewalk").rglob("*.py")] + [REPO / "train.py", REPO / "evaluate.py"]
     assert [p for p in sources if "hydra._internal" in p.read_text()] == []

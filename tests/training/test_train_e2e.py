@@ -6,37 +6,27 @@ import csv
 import io
 import json
 import shlex
-import subprocess
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import run_command
+from helpers.commands import run_command
+from helpers.end_to_end import metrics, official_scores, run
+from helpers.synthetic_presets import TRAIN
 
-TINY = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.synthetic.n_test=1",
-        "+data.synthetic.minutes=[4,5]", "+data.synthetic.steps_per_video=[3,5]",
-        "+data.synthetic.samples_per_video=200", "+data.synthetic.retrieval_samples_per_video=20",
-        "+data.synthetic.questions_per_video=2"]
 pytestmark = pytest.mark.slow
 
 
-def run(script: str, tmp_path, *overrides: str) -> subprocess.CompletedProcess:
-    data = [f"data.synthetic_root={tmp_path / 'synthetic'}", f"paths.data_dir={tmp_path / 'data'}", *TINY] \
-        if script == "train.py" else []
-    flags = [o for o in overrides if o.startswith("-")]  # Hydra's flags go before the overrides
-    overrides = [o for o in overrides if not o.startswith("-")]
-    return run_command(script, *flags, *data, *overrides)
+@pytest.fixture
+def root(synthetic_spacewalk18):
+    return synthetic_spacewalk18(**TRAIN)
 
 
-def metrics(run_dir):
-    return json.loads((run_dir / "metrics.json").read_text())
-
-
-def official_scores(root, split: str, predictions) -> dict:
-    """What `python -m spacewalk.score` (the authors' evaluation.py) prints for a prediction file."""
-    result = run_command("-m", "spacewalk.score", "--root", root, "--split", split, "--predictions", predictions)
-    return json.loads(result.stdout)
+@pytest.fixture
+def data(spacewalk18_run_data) -> list[str]:
+    """train.py's data overrides: the TRAIN set, with the banks its runs share."""
+    return spacewalk18_run_data(TRAIN)
 
 
 # lfb_cat, 3 epochs, seed 0 on the tiny synthetic set (one test recording of 200 samples): what a correct run
@@ -47,12 +37,12 @@ PINNED_LFB_CAT = {"best_val_loss": 1.6383154392242432, "Accuracy": 20.0, "mAP": 
                   "IoU": 8.975777015816835}
 
 
-def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path):
+def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path, data, root):
     run_dir = tmp_path / "run"
-    run("train.py", tmp_path, "model=lfb_cat", "context=1min", "trainer.max_epochs=3", f"hydra.run.dir={run_dir}")
+    run("train.py", data, "model=lfb_cat", "context=1min", "trainer.max_epochs=3", f"hydra.run.dir={run_dir}")
     m = metrics(run_dir)
     assert m["split"] == "test" and m["best_val_loss"] is not None
-    official = official_scores(tmp_path / "synthetic", "test", run_dir / "predictions.json")
+    official = official_scores(root, "test", run_dir / "predictions.json")
     assert {k: m[k] for k in ("Accuracy", "mAP", "IoU", "per_video")} == \
         {k: official[k] for k in ("Accuracy", "mAP", "IoU", "per_video")}
     assert m["best_val_loss"] == pytest.approx(PINNED_LFB_CAT["best_val_loss"], rel=1e-3)
@@ -75,7 +65,7 @@ def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path):
     assert {"test/Accuracy_low", "test/Accuracy_high", "test/mAP_low", "test/IoU_high"} <= set(header)
 
     again = tmp_path / "again"
-    run("evaluate.py", tmp_path, f"ckpt_path={best[0]}", f"hydra.run.dir={again}")
+    run("evaluate.py", data, f"ckpt_path={best[0]}", f"hydra.run.dir={again}")
     for name in ("Accuracy", "mAP", "IoU"):  # the same checkpoint and batches on the same machine: exact
         assert metrics(again)[name] == metrics(run_dir)[name]
     assert metrics(again)["intervals"] == m["intervals"]  # the same predictions and seed: the same intervals
@@ -88,11 +78,11 @@ def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path):
     assert retest.origin.path == run_dir and (retest.value("model"), retest.value("context")) == ("lfb_cat", "1min")
 
 
-def test_resume_from_last_checkpoint(tmp_path):
+def test_resume_from_last_checkpoint(tmp_path, data, root):
     run_dir = tmp_path / "run"
-    run("train.py", tmp_path, "model=lfb_avg", "trainer.max_epochs=1", "logger=csv", "plots=false",
+    run("train.py", data, "model=lfb_avg", "trainer.max_epochs=1", "logger=csv", "plots=false",
         f"hydra.run.dir={run_dir}")
-    resumed = run("train.py", tmp_path, "model=lfb_avg", "trainer.max_epochs=2", "logger=csv", "plots=false",
+    resumed = run("train.py", data, "model=lfb_avg", "trainer.max_epochs=2", "logger=csv", "plots=false",
                   "ckpt_path=last", f"hydra.run.dir={run_dir}")
     assert "Restoring states from the checkpoint path" in resumed.stdout + resumed.stderr
     def epochs(version):
@@ -103,9 +93,9 @@ def test_resume_from_last_checkpoint(tmp_path):
     assert epochs("version_0") == {"0"} and epochs("version_1") == {"1"}  # the second run went on from epoch 1
 
 
-def test_multirun_writes_a_summary_by_seed_and_the_report_reads_the_sweep(tmp_path):
+def test_multirun_writes_a_summary_by_seed_and_the_report_reads_the_sweep(tmp_path, data, root):
     sweep = tmp_path / "sweep"
-    run("train.py", tmp_path, "-m", "model=zero_shot,lfb_avg", "seed=0,1", "trainer.max_epochs=1", "logger=csv",
+    run("train.py", data, "-m", "model=zero_shot,lfb_avg", "seed=0,1", "trainer.max_epochs=1", "logger=csv",
         "plots=false", f"hydra.sweep.dir={sweep}")
     jobs = list(csv.DictReader(io.StringIO((sweep / "summary.csv").read_text())))
     def given(job, key):
@@ -140,12 +130,12 @@ def test_multirun_writes_a_summary_by_seed_and_the_report_reads_the_sweep(tmp_pa
 
 @pytest.mark.parametrize("recipe", [["model=zero_shot"], ["model=lfb_cat", "context=1min", "trainer.max_epochs=3",
                                                             "datamodule.batch_size=64"]], ids=["zero_shot", "lfb_cat"])
-def test_two_process_ddp_equals_one_process(tmp_path, recipe):
+def test_two_process_ddp_equals_one_process(tmp_path, recipe, data, root):
     # lfb_cat trains 3 epochs of 7 global batches of 64, split 32 + 32 across the two processes: the same
     # steps as one process (datamodules/global_batches.py), so the same checkpoint, tau and test predictions
     one, two = tmp_path / "one", tmp_path / "two"
-    run("train.py", tmp_path, *recipe, "logger=csv", "plots=false", f"hydra.run.dir={one}")
-    run("train.py", tmp_path, *recipe, "logger=csv", "plots=false", "trainer=ddp",
+    run("train.py", data, *recipe, "logger=csv", "plots=false", f"hydra.run.dir={one}")
+    run("train.py", data, *recipe, "logger=csv", "plots=false", "trainer=ddp",
         "trainer.accelerator=cpu", "trainer.devices=2", f"hydra.run.dir={two}")
     a, b = metrics(one), metrics(two)
     # Accuracy, mAP and IoU are decisions on the scores: exact, though two processes sum the gradients in another
@@ -165,34 +155,34 @@ def test_two_process_ddp_equals_one_process(tmp_path, recipe):
         np.testing.assert_allclose([x["score"] for x in pb[v]], [x["score"] for x in pa[v]], atol=1e-4)
 
 
-def test_train_on_external_video_features_without_a_video_encoder(tmp_path):
+def test_train_on_external_video_features_without_a_video_encoder(tmp_path, data, root):
     # features "extracted elsewhere" in the bank folder of encoder=external, which has no video encoder
     from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
-    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
-    from fakes import write_external_features
+    from helpers.fakes import write_external_features
 
-    options = {o[len("+data.synthetic."):].split("=")[0]: json.loads(o.split("=")[1]) for o in TINY}
-    dataset = Spacewalk18(ensure_dataset(tmp_path / "synthetic", seed=0, progress=False, **options))
+    # the features in a data folder of this test's own, so that no other run reads them
+    dataset = Spacewalk18(root)
     write_external_features(tmp_path / "data" / "feature_banks" / "synthetic" / "external", dataset, dim=6)
     run_dir = tmp_path / "run"
-    run("train.py", tmp_path, "encoder=external", "modalities=video+text", "model=lfb_avg", "context=1min",
+    own = [o for o in data if not o.startswith("paths.data_dir=")] + [f"paths.data_dir={tmp_path / 'data'}"]
+    run("train.py", own, "encoder=external", "modalities=video+text", "model=lfb_avg", "context=1min",
         "trainer.max_epochs=2", "logger=csv", "plots=false", f"hydra.run.dir={run_dir}")
     m = metrics(run_dir)
     assert m["model"] == "LFBAvg"
-    official = official_scores(tmp_path / "synthetic", "test", run_dir / "predictions.json")
+    official = official_scores(root, "test", run_dir / "predictions.json")
     assert {k: m[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
     config = (run_dir / "config.resolved.yaml").read_text()
     assert "modalities: video+text" in config and "video: null" in config
 
 
-def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_path):
+def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_path, data, root):
     run_dir = tmp_path / "run"
-    run("train.py", tmp_path, "model=lfb_avg", "context=1min", "trainer.max_epochs=2", "logger=csv",
+    run("train.py", data, "model=lfb_avg", "context=1min", "trainer.max_epochs=2", "logger=csv",
         "decoding=whole_recording", f"hydra.run.dir={run_dir}")
     decoded_dir = run_dir / "decoded" / "whole_recording"
     decoded = json.loads((decoded_dir / "metrics.json").read_text())
-    official = official_scores(tmp_path / "synthetic", "test", decoded_dir / "predictions.json")
+    official = official_scores(root, "test", decoded_dir / "predictions.json")
     assert {k: decoded[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
     assert metrics(run_dir)["decoded"]["Accuracy"] == decoded["Accuracy"]
     # the decoded numbers carry intervals (the same bootstrap as the raw ones), which the tables read
@@ -219,7 +209,7 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     again = tmp_path / "again"
     best = next((run_dir / "checkpoints").glob("epoch*.ckpt"))
     # within the window, with the run itself as a second ensemble member (its window is not larger)
-    run("evaluate.py", tmp_path, f"ckpt_path={best}", "decoding=within_window", f"decoding.ensemble=[{best}]",
+    run("evaluate.py", data, f"ckpt_path={best}", "decoding=within_window", f"decoding.ensemble=[{best}]",
         f"hydra.run.dir={again}")
     assert {k: metrics(again)[k] for k in ("Accuracy", "mAP", "IoU")} == \
         {k: metrics(run_dir)[k] for k in ("Accuracy", "mAP", "IoU")}  # the raw test numbers, re-tested
@@ -237,7 +227,7 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
                                  "decoding.grid.labels=[posterior,balanced]"]}
     for setting, grid_size in (("within_window", 4), ("whole_recording", 4)):
         out = tmp_path / f"options_{setting}"
-        run("evaluate.py", tmp_path, f"ckpt_path={best}", f"decoding={setting}", *options, *grids[setting],
+        run("evaluate.py", data, f"ckpt_path={best}", f"decoding={setting}", *options, *grids[setting],
             f"hydra.run.dir={out}")
         chosen = json.loads((out / "decoded" / setting / "metrics.json").read_text())
         table = chosen["val_candidates"]
@@ -245,14 +235,14 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
         best_val = max((c["Accuracy"], c["IoU"]) for c in table)
         assert any((c["Accuracy"], c["IoU"]) == best_val and
                    {k: c[k] for k in chosen["emissions"]} == chosen["emissions"] for c in table)
-        official = official_scores(tmp_path / "synthetic", "test", out / "decoded" / setting / "predictions.json")
+        official = official_scores(root, "test", out / "decoded" / setting / "predictions.json")
         metric_names = ("Accuracy", "mAP", "IoU")
         assert {k: chosen[k] for k in metric_names} == {k: official[k] for k in metric_names}
 
 
-def test_selection_runs_stop_before_the_test_split(tmp_path):
+def test_selection_runs_stop_before_the_test_split(tmp_path, data, root):
     run_dir = tmp_path / "run"
-    run("train.py", tmp_path, "model=lfb_avg", "context=1min", "trainer.max_epochs=2", "logger=csv", "plots=false",
+    run("train.py", data, "model=lfb_avg", "context=1min", "trainer.max_epochs=2", "logger=csv", "plots=false",
         "test=false", f"hydra.run.dir={run_dir}")
     m = metrics(run_dir)
     assert m["split"] == "val" and m["best_val_loss"] is not None and not (run_dir / "predictions.json").exists()

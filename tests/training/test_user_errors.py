@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_command
+from helpers.commands import run_command
+from helpers.synthetic_presets import SWEEP
 
 TORN_RECORDS = [{"item_id": "0", "prompt": "Which step?", "reply": "A", "choice": 0, "correct": True, "scores": None,
                  "meta": {}}]
@@ -20,9 +21,6 @@ def hydra_dirs(tmp_path) -> list[str]:
     return [f"hydra.run.dir={tmp_path / 'run'}", f"paths.data_dir={tmp_path / 'data'}"]
 
 
-# one recording per split, two steps: the smallest set a DataModule and a backend are built on (in a second)
-TINY_SPACEWALK18 = dict(n_train=1, n_val=1, n_test=1, minutes=(3, 3), steps_per_video=(2, 2), samples_per_video=50,
-                        retrieval_samples_per_video=50, questions_per_video=2)
 
 
 def torn_run(tmp_path) -> str:
@@ -109,7 +107,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_user_error_prints_its_message_alone(case, tmp_path, synthetic_spacewalk18):
     command, expected = CASES[case]
-    result = run_command(*command(tmp_path, lambda: synthetic_spacewalk18(**TINY_SPACEWALK18)), check=False,
+    result = run_command(*command(tmp_path, lambda: synthetic_spacewalk18(**SWEEP)), check=False,
                          timeout=180)
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -11,7 +11,7 @@ import numpy as np
 from spacewalk.benchmarks.hirest.dataset import HiREST
 from spacewalk.core.io import write_json
 
-from fakes import text_vector
+from helpers.fakes import text_vector
 
 HEADINGS = ("cut the onion", "boil the water", "add some salt")
 VIDEO_DIM, QUERY_DIM, ASR_DIM = 8, 4, 6
