@@ -107,7 +107,7 @@ def lfb_tf_training(datamodule, lean: bool, steps: int):
 
     from spacewalk.training.tasks import take_served_tasks
 
-    from conftest import compose_train
+    from helpers.commands import compose_train
 
     cfg = compose_train("model=lfb_tf", f"model.head.lean={lean}")
     take_served_tasks(cfg)
@@ -136,7 +136,7 @@ def test_lfb_tf_trains_the_same_lean_or_plain_at_5_min_on_the_synthetic_default(
     from datamodules.step_recognition import StepRecognitionDataModule
     from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 
-    from fakes import FakeText
+    from helpers.fakes import FakeText
 
     # the text vectors are MiniLM's width, fixed per text (the encoder plays no part in what is compared, and
     # MiniLM's bank of the ten recordings takes minutes on a loaded machine)

@@ -8,22 +8,25 @@ import json
 import numpy as np
 import pytest
 from scipy.special import logsumexp
-from test_train_e2e import run
 
-from conftest import run_command
+from helpers.commands import run_command
+from helpers.end_to_end import run
+from helpers.synthetic_presets import TRAIN
 
 pytestmark = pytest.mark.slow
 
 
-def test_a_trained_run_cells_are_calibrated_on_val_and_read_by_mc_plan(tmp_path):
+def test_a_trained_run_cells_are_calibrated_on_val_and_read_by_mc_plan(tmp_path, synthetic_spacewalk18,
+                                                                       spacewalk18_run_data):
     from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
     from spacewalk.benchmarks.spacewalk18.questions.plan_reading import PlanReading
     from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
     from spacewalk.encoders.sentence import minilm_text_encoder
 
+    root = synthetic_spacewalk18(**TRAIN)
     run_dir = tmp_path / "run"
-    run("train.py", tmp_path, "model=lfb_avg", "context=1min", "trainer.max_epochs=1", "logger=csv", "plots=false",
-        f"hydra.run.dir={run_dir}")
+    run("train.py", spacewalk18_run_data(TRAIN), "model=lfb_avg", "context=1min", "trainer.max_epochs=1",
+        "logger=csv", "plots=false", f"hydra.run.dir={run_dir}")
     ckpt = next((run_dir / "checkpoints").glob("epoch*.ckpt"))
     out = tmp_path / "cells" / "lfb_avg.npz"
     for ckpts in ([ckpt], [ckpt, ckpt]):  # one run, and the same run twice: the ensemble's mean is the run
@@ -39,14 +42,14 @@ def test_a_trained_run_cells_are_calibrated_on_val_and_read_by_mc_plan(tmp_path)
         else:
             assert all(np.allclose(cells[v], single[v]) for v in single)
 
-    dataset = Spacewalk18(tmp_path / "synthetic")
+    dataset = Spacewalk18(root)
     held_out = {r.video_id: r for split in ("val", "test") for r in dataset.split(split)}
     assert set(cells) == set(held_out)  # train is not scored
     for v, x in cells.items():
         assert x.shape[1] == held_out[v].num_classes
         np.testing.assert_allclose(logsumexp(x, axis=1), 0.0, atol=1e-9)  # log-probabilities of each cell
-    bank = tmp_path / "data" / "feature_banks" / "synthetic" / "minilm"
-    reader = PlanReading(minilm_text_encoder(device="cpu"), root=tmp_path / "synthetic", bank_dir=bank,
+    bank = root.parent / "data" / "feature_banks" / "synthetic" / "minilm"
+    reader = PlanReading(minilm_text_encoder(device="cpu"), root=root, bank_dir=bank,
                          steps="recording", emission_scores=[out])
     items = QuestionAnswering(reader.dataset).items()
     assert items and all(len(reader.scores(item)[0]) == len(item.options) for item in items)  # shapes agree
