@@ -1,5 +1,5 @@
-"""Checks the sweep summary's pooled interval (spacewalk/seed_groups.py) against the exact bootstrap of the seeds'
-mean, on step-recognition runs that differ only in their seed (no assertions: numbers to read).
+"""Checks the sweep summary's pooled interval (spacewalk/results/seed_groups.py) against the exact bootstrap of the
+seeds' mean, on step-recognition runs that differ only in their seed (no assertions: numbers to read).
 
     python measurements/pooled_interval_check.py --root R RUN_DIR RUN_DIR [RUN_DIR...]
 
@@ -22,7 +22,7 @@ import numpy as np
 from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
 from spacewalk.benchmarks.spacewalk18.scoring import resampled_accuracies, resampled_mean_average_precisions
-from spacewalk.bootstrap import BootstrapOptions, grouped_draws, grouped_replicates
+from spacewalk.results.bootstrap import BootstrapOptions, grouped_draws, grouped_replicates
 
 
 def main() -> None:

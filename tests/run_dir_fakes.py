@@ -1,5 +1,5 @@
 """Small fake run directories, as train.py and evaluate.py leave them (.hydra/, metrics.json, provenance.json), for
-the tests of the tables (spacewalk.run_dirs, seed_groups, report, the sweep summary) without running a job."""
+the tests of the tables (spacewalk.results.runs, seed_groups, report, the sweep summary) without running a job."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A benchmark is the subpackage `spacewalk/benchmarks/<name>/` plus its configs. I
 `spacewalk/benchmarks/<name>/benchmark.py` defines `BENCHMARK = Benchmark(...)`: its name (the package's), the release
 that `python -m spacewalk.download <name>` fetches (every file pinned to a commit, with its sha256 where
 known), how a fetched release is validated, the `python -m spacewalk.score` subcommand(s) that score a
-prediction file, and how a finished run is re-scored from its recorded predictions (spacewalk/rescore.py).
+prediction file, and how a finished run is re-scored from its recorded predictions (spacewalk/results/rescore.py).
 `discover()` scans the `spacewalk.benchmarks` package's subpackages for that module (pkgutil, reading
 folders, importing only the registration modules), so no central list names the benchmarks: the score and
 download commands and the architecture test all read the registry.
@@ -86,8 +86,8 @@ class Benchmark:
     name: str  # the package's name: spacewalk/benchmarks/<name>/
     release: Release
     scores: tuple[ScoreCommand, ...]
-    # (run directory, its resolved config as a dict) -> spacewalk.rescore.ScoredRun: a finished run of this
-    # benchmark re-scored from its recorded predictions (spacewalk/rescore.py, python -m spacewalk.compare);
+    # (run directory, its resolved config as a dict) -> spacewalk.results.rescore.ScoredRun: a finished run of this
+    # benchmark re-scored from its recorded predictions (spacewalk/results/rescore.py, python -m spacewalk.compare);
     # the runs whose data config's _target_ lies in this package are this benchmark's
     rescore: Callable[[Path, dict[str, Any]], Any] | None = None
 

@@ -243,7 +243,7 @@ def item_rows(items: Sequence[MultipleChoiceItem], records: Sequence[Record]) ->
 
 
 def item_records(run_dir: str | Path, items: Sequence[Any]) -> list[Record]:
-    """A finished run's record of each of `items`, in their order (re-scoring a run: spacewalk/rescore.py); a
+    """A finished run's record of each of `items`, in their order (re-scoring a run: spacewalk/results/rescore.py); a
     run without records.jsonl, or with an item unanswered, is refused naming it."""
     path = Path(run_dir) / RECORDS
     if not path.is_file():

@@ -39,7 +39,6 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import load_json, write_json
 from spacewalk.multiple_choice.generation import generation_record
@@ -58,6 +57,7 @@ from spacewalk.multiple_choice.records import (
     write_merged,
 )
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Record, Reply
+from spacewalk.results.bootstrap import BootstrapOptions
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ def finish(task: MultipleChoiceTask, run_dir: Path, items: Sequence[MultipleChoi
     """Rank 0's end: wait for every item's record, merge the shards into records.jsonl (item order), write
     metrics.json and the task's official files. Also re-scores a finished run directory on its own.
     `bootstrap`: metrics.json's "intervals" from the task's `intervals(items, records, metrics, options)`
-    (spacewalk/bootstrap.py; a task without one has none), over the per-item units records.jsonl keeps."""
+    (spacewalk/results/bootstrap.py; a task without one has none), over the per-item units records.jsonl keeps."""
     items = list(task.items()) if items is None else list(items)
     deadline = time.monotonic() + wait_seconds
     while True:

@@ -127,8 +127,8 @@ class HiRESTRecipe(Recipe):
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
         """The baselines `model=hirest_heuristics` configures, on `cfg.split`."""
-        # what spacewalk/rescore.py re-scores the prediction files with (the DataModule's settings name the joint
-        # model's, which this model has not: left out)
+        # what spacewalk/results/rescore.py re-scores the prediction files with (the DataModule's settings name the
+        # joint model's, which this model has not: left out)
         write_resolved_config(cfg, keys=("task", "data", "split", "seed", "model", "metrics"))
         dataset = hydra.utils.instantiate(cfg.data)
         baselines = hydra.utils.instantiate(cfg.model).by_task()

@@ -8,13 +8,13 @@ that exists already (a sweep still running, or one made before this summary):
 
 Both write into the sweep directory (or `--out`):
 - `summary.csv`, `summary.md`: one row per job, its overrides and every headline number of its task
-  (spacewalk/run_dirs.py: those metrics.json gives an interval, for every task: step recognition's Accuracy, mAP,
+  (spacewalk/results/runs.py: those metrics.json gives an interval, for every task: step recognition's Accuracy, mAP,
   IoU; QA's Accuracy and per type; EgoSchema's and EgoCross's accuracy and per domain; intra-video retrieval's
   Accuracy; HiREST's per task and split; plus best_val_loss and the decoded numbers), with each interval's bounds
   (`<name>_low`, `<name>_high`). A job that failed or wrote no metrics.json is listed with empty metrics, so a
   sweep never hides a missing run.
 - `seeds.csv`, `seeds.md`: the jobs grouped by everything but the seed, one row per (group, number): the mean and
-  standard deviation over the seeds and the pooled interval (spacewalk/seed_groups.py says what it is and why),
+  standard deviation over the seeds and the pooled interval (spacewalk/results/seed_groups.py says what it is and why),
   with the seeds' own values.
 Test numbers: select on val (best_val_loss), never on these.
 """
@@ -34,8 +34,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from spacewalk.core.io import write_text
-from spacewalk.run_dirs import RunDir, read_runs
-from spacewalk.seed_groups import SeedGroup, format_summary, group_by_seed
+from spacewalk.results.runs import RunDir, read_runs
+from spacewalk.results.seed_groups import SeedGroup, format_summary, group_by_seed
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def to_csv(rows: Sequence[dict[str, Any]]) -> str:
 
 INTRO = ("Test numbers (select on val, never on these). Grouped: mean ± standard deviation over the seeds, then the "
          "pooled interval (the mean of the seeds' bootstrap bounds over the benchmark's units: "
-         "spacewalk/seed_groups.py).\n")
+         "spacewalk/results/seed_groups.py).\n")
 
 
 def summary_texts(runs: Sequence[RunDir]) -> dict[str, str]:

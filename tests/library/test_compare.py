@@ -1,4 +1,4 @@
-"""spacewalk.rescore (a run's numbers recomputed from its recorded predictions) and python -m spacewalk.compare
+"""spacewalk.results.rescore (a run's numbers recomputed from its recorded predictions) and python -m spacewalk.compare
 (paired differences of two runs or groups of seeds). The runs are written in-process by the project's own
 writers (evaluate_step_recognition, the multiple-choice runner, the official prediction writers) with the config
 keys the re-scoring reads, so no end-to-end command runs here."""
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import yaml
 
-from spacewalk import compare
-from spacewalk.bootstrap import BootstrapOptions
-from spacewalk.rescore import recorded_metrics, rescore_run, scored_run
+from spacewalk.results import compare
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.rescore import recorded_metrics, rescore_run, scored_run
 
 from run_dir_fakes import Noisy
 
@@ -95,7 +95,7 @@ def test_a_better_model_is_found_better_and_the_pairing_narrows_the_interval(ste
     # the same runs unpaired (side B resampled on other draws) spread wider than the paired differences
     import dataclasses
 
-    from spacewalk.bootstrap import grouped_draws, grouped_replicates
+    from spacewalk.results.bootstrap import grouped_draws, grouped_replicates
 
     metric_a, metric_b = weak.metrics["Accuracy"], strong.metrics["Accuracy"]
     paired = compare._side_replicates([strong], "Accuracy", grouped_draws(metric_b.sizes, OPTIONS)) - \
@@ -353,7 +353,7 @@ def test_a_retest_is_read_with_its_trained_runs_config(tmp_path):
     # evaluate.py ckpt_path=<run>/checkpoints/X.ckpt (a decoding) writes no resolved config of its own: its trained
     # run's is the one it ran with, for the re-test and for the predictions it decoded
     from spacewalk.core.errors import DataError
-    from spacewalk.rescore import RUN_CONFIG, find_config
+    from spacewalk.results.rescore import RUN_CONFIG, find_config
 
     trained = tmp_path / "trained"
     (trained / "checkpoints").mkdir(parents=True)

@@ -11,7 +11,7 @@ import types
 import pytest
 
 from spacewalk.core.errors import ConfigError
-from spacewalk.report import TableSpec, build_report, load_specs, main
+from spacewalk.results.report.command import TableSpec, build_report, load_specs, main
 
 from run_dir_fakes import step_metrics, write_run
 
@@ -72,7 +72,7 @@ def test_the_spec_lays_out_rows_columns_seeds_intervals_and_commands(tmp_path):
     assert rows["lfb_cat"] == ["-", "19.13 [17.13, 21.13] / 18.85 [16.85, 20.85] / 6.80 [5.80, 7.80]"]
     assert rows["Paper LFB Avg"] == ["-", "12.37 / 17.25 / 3.73"]
 
-    from spacewalk.report import report_markdown, table_markdown
+    from spacewalk.results.report.command import report_markdown, table_markdown
 
     text = table_markdown(table)
     assert "| recipe | w = 1 min | w = 5min |" in text
@@ -139,15 +139,15 @@ def test_check_flags_a_cell_whose_run_no_longer_rescores(tmp_path, monkeypatch, 
         return {"Accuracy": 99.0 if run_dir == stale else json.loads((run_dir / "metrics.json").read_text())[
             "Accuracy"], "mAP": {"estimate": 20.0}, "IoU": 5.0}
 
-    # the hook: spacewalk.rescore.rescore_run (issue 23 item 6), imported only under --check
-    monkeypatch.setitem(sys.modules, "spacewalk.rescore", types.SimpleNamespace(rescore_run=rescore_run))
+    # the hook: spacewalk.results.rescore.rescore_run (issue 23 item 6), imported only under --check
+    monkeypatch.setitem(sys.modules, "spacewalk.results.rescore", types.SimpleNamespace(rescore_run=rescore_run))
     code = main([str(root), "--check", "--rows", "model,experiment,decoding", "--columns", "context"])
     out = capsys.readouterr().out
     assert code == 1
     assert "| lfb_avg, none | 11.00 ± 1.00 [9.00, 13.00] / 20.00 ± 0.00 [18.00, 22.00] / 5.00 ± 0.00 [4.00, 6.00] |" \
            " 16.00 ± 1.00 [14.00, 18.00] / 20.00 ± 0.00 [18.00, 22.00] / 5.00 ± 0.00 [4.00, 6.00] (!) |" in out
     assert f"- {stale}: Accuracy is 16.0 in metrics.json, re-scored 99.0" in out
-    monkeypatch.setitem(sys.modules, "spacewalk.rescore", types.SimpleNamespace(
+    monkeypatch.setitem(sys.modules, "spacewalk.results.rescore", types.SimpleNamespace(
         rescore_run=lambda run_dir: json.loads((run_dir / "metrics.json").read_text())))
     assert main([str(root), "--check", "--rows", "model,experiment,decoding"]) == 0
 
@@ -162,7 +162,7 @@ def test_check_rescores_the_decoded_numbers_from_the_decoded_predictions(tmp_pat
     def rescore_run(run_dir):
         return decoded if run_dir.name == "within_window" else {"Accuracy": 19.0, "mAP": 18.0, "IoU": 6.0}
 
-    monkeypatch.setitem(sys.modules, "spacewalk.rescore", types.SimpleNamespace(rescore_run=rescore_run))
+    monkeypatch.setitem(sys.modules, "spacewalk.results.rescore", types.SimpleNamespace(rescore_run=rescore_run))
     flags = ["--metrics", "decoded/Accuracy,decoded/mAP,decoded/IoU", "--check"]
     assert main([str(run), *flags]) == 0
     decoded["mAP"] = 24.0  # the decoded predictions no longer give the recorded mAP
@@ -171,10 +171,10 @@ def test_check_rescores_the_decoded_numbers_from_the_decoded_predictions(tmp_pat
 
 
 def test_check_without_the_rescoring_module_says_so(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "spacewalk.rescore", None)  # importing it raises ImportError
+    monkeypatch.setitem(sys.modules, "spacewalk.results.rescore", None)  # importing it raises ImportError
     with pytest.raises(SystemExit) as ended:
         main([str(sweep(tmp_path)), "--check", "--rows", "model,experiment,decoding"])
-    assert ended.value.code == 2 and "--check needs spacewalk.rescore.rescore_run" in capsys.readouterr().err
+    assert ended.value.code == 2 and "--check needs spacewalk.results.rescore.rescore_run" in capsys.readouterr().err
 
 
 def test_the_same_table_goes_to_wandb_offline(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """python -m spacewalk.report's multiple-choice layout (one column per number, `columns: [metric]`) and its tables of
-paired comparisons (spacewalk/comparison_tables.py). The runs are written in-process by the project's own writers
-(the multiple-choice runner, evaluate_step_recognition) beside the .hydra/ files the tables read, so --check and the
-comparisons re-score real recorded predictions; no end-to-end command runs here."""
+paired comparisons (spacewalk/results/report/comparisons.py). The runs are written in-process by the project's own
+writers (the multiple-choice runner, evaluate_step_recognition) beside the .hydra/ files the tables read, so --check and
+the comparisons re-score real recorded predictions; no end-to-end command runs here."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.errors import ConfigError
-from spacewalk.report import build_report, load_specs, main
-from spacewalk.run_dirs import find_runs
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.report.command import build_report, load_specs, main
+from spacewalk.results.runs import find_runs
 
 from run_dir_fakes import Noisy, write_run
 
@@ -104,7 +104,7 @@ def test_multiple_choice_runs_make_one_column_per_number(qa_runs, tmp_path):
     assert rows["random (paper)"] == ["25.00", "-"]
     assert [label for label, _, _ in val.layout()] == ["mc_plan, options"]
 
-    from spacewalk.report import table_markdown
+    from spacewalk.results.report.command import table_markdown
 
     text = table_markdown(test)
     assert f"| random (paper) (quoted) | 25.00 | - |\n| random | {rows['random'][0]} | {rows['random'][1]} |" in text
@@ -162,7 +162,7 @@ def test_find_runs_takes_a_folder_of_runs_at_any_depth(tmp_path):
     ({"quoted": [{"label": "x", "after": "a", "before": "b"}]}, "optionally after or before"),
 ])
 def test_a_bad_layout_is_refused_naming_the_key(values, message):
-    from spacewalk.report import TableSpec
+    from spacewalk.results.report.command import TableSpec
 
     with pytest.raises(ConfigError, match=message):
         TableSpec.from_mapping(values, "spec.yaml: table 0")
@@ -210,9 +210,9 @@ COMPARISONS = """
 
 
 def test_a_comparison_table_gives_compares_numbers_and_names_what_it_left_out(step_sweep, tmp_path):
-    from spacewalk import compare
-    from spacewalk.comparison_tables import comparison_markdown
-    from spacewalk.rescore import scored_run
+    from spacewalk.results import compare
+    from spacewalk.results.report.comparisons import comparison_markdown
+    from spacewalk.results.rescore import scored_run
 
     spec = tmp_path / "c.yaml"
     spec.write_text(COMPARISONS)
@@ -225,7 +225,7 @@ def test_a_comparison_table_gives_compares_numbers_and_names_what_it_left_out(st
              f"{d.p_value:.3f}"] for d in differences]
     assert table.rows() == want and [r[1] for r in want] == ["Accuracy", "mAP", "IoU"]
     assert float(want[0][4]) > 0  # the stronger scores are found stronger
-    from spacewalk.comparison_tables import _p_text
+    from spacewalk.results.report.comparisons import _p_text
 
     assert (_p_text(1 / 1001), _p_text(0.0123), _p_text(1 / 10001)) == ("0.001", "0.012", "1.0e-04")
     text = comparison_markdown(table)
@@ -281,10 +281,10 @@ def test_verify_and_check_name_a_drifted_comparison(step_sweep, tmp_path, capsys
 def test_a_comparison_side_of_decoded_predictions(synthetic_spacewalk18, tmp_path, capsys):
     """`predictions: decoded`: what the plan decoding adds to the same run (its raw predictions against those it
     decoded, <run>/decoded/<name>/), the decoded side held against metrics.json's decoded numbers under --check."""
-    from spacewalk import compare
     from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
     from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-    from spacewalk.rescore import scored_run
+    from spacewalk.results import compare
+    from spacewalk.results.rescore import scored_run
 
     root = synthetic_spacewalk18()
     data = {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root),
@@ -339,7 +339,7 @@ def test_a_comparison_side_of_decoded_predictions(synthetic_spacewalk18, tmp_pat
      "predictions must be 'decoded'"),
 ])
 def test_a_bad_comparison_spec_is_refused_naming_the_key(values, message):
-    from spacewalk.comparison_tables import ComparisonSpec
+    from spacewalk.results.report.comparisons import ComparisonSpec
 
     with pytest.raises(ConfigError, match=message):
         ComparisonSpec.from_mapping(values, "c.yaml: table 0")

@@ -1,4 +1,4 @@
-"""spacewalk.run_dirs and spacewalk.provenance: what a table reads from a run directory."""
+"""spacewalk.results.runs and spacewalk.results.provenance: what a table reads from a run directory."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import pytest
 
 from spacewalk.core.errors import DataError
-from spacewalk.provenance import PROVENANCE, read_provenance, write_provenance
-from spacewalk.run_dirs import Metric, find_runs, headline_metrics, read_run
+from spacewalk.results.provenance import PROVENANCE, read_provenance, write_provenance
+from spacewalk.results.runs import Metric, find_runs, headline_metrics, read_run
 
 from run_dir_fakes import interval, step_metrics, write_run
 

@@ -1,4 +1,4 @@
-"""spacewalk.seed_groups: runs that differ only in their seed, as mean ± std beside the pooled interval."""
+"""spacewalk.results.seed_groups: runs that differ only in their seed, as mean ± std beside the pooled interval."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from spacewalk.run_dirs import Metric, read_run
-from spacewalk.seed_groups import format_summary, group_by_seed, summarize
+from spacewalk.results.runs import Metric, read_run
+from spacewalk.results.seed_groups import format_summary, group_by_seed, summarize
 
 from run_dir_fakes import step_metrics, write_run
 

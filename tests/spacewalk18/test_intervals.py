@@ -17,7 +17,7 @@ from spacewalk.benchmarks.spacewalk18.scoring import (
     retrieval_accuracy,
     step_recognition_metrics,
 )
-from spacewalk.bootstrap import BootstrapOptions
+from spacewalk.results.bootstrap import BootstrapOptions
 
 
 @pytest.mark.parametrize("ties", [False, True])

@@ -9,7 +9,7 @@ import logging
 
 from omegaconf import OmegaConf
 
-from spacewalk.run_dirs import read_runs
+from spacewalk.results.runs import read_runs
 from spacewalk.training.sweep_summary import SweepSummary, main, summary_texts
 
 from conftest import run_command

@@ -79,8 +79,8 @@ def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path):
     for name in ("Accuracy", "mAP", "IoU"):
         assert metrics(again)[name] == metrics(run_dir)[name]
     assert metrics(again)["intervals"] == m["intervals"]  # the same predictions and seed: the same intervals
-    # the re-test records its own command; a table reads its keys from the trained run (spacewalk.run_dirs)
-    from spacewalk.run_dirs import read_run
+    # the re-test records its own command; a table reads its keys from the trained run (spacewalk.results.runs)
+    from spacewalk.results.runs import read_run
 
     assert json.loads((again / "provenance.json").read_text())["command"] == \
         f"python evaluate.py ckpt_path={best[0]}"
@@ -192,7 +192,7 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     assert {k: decoded[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
     assert metrics(run_dir)["decoded"]["Accuracy"] == decoded["Accuracy"]
     # the decoded numbers carry intervals (the same bootstrap as the raw ones), which the tables read
-    from spacewalk.run_dirs import read_run
+    from spacewalk.results.runs import read_run
 
     for name in ("Accuracy", "mAP", "IoU"):
         interval = decoded["intervals"][name]
@@ -205,7 +205,7 @@ def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_p
     assert len(decoded["val_candidates"]) == 8 * 3 * 5 * 3
     assert list((decoded_dir / "timelines").glob("*.png")) and list((run_dir / "confusion").glob("*.png"))
     # the run and its decoded predictions re-score to their metrics.json, and compare paired (decoded - raw)
-    from spacewalk.rescore import recorded_metrics, rescore_run
+    from spacewalk.results.rescore import recorded_metrics, rescore_run
 
     assert rescore_run(run_dir) == recorded_metrics(run_dir)
     assert rescore_run(decoded_dir) == recorded_metrics(decoded_dir)

@@ -1,4 +1,4 @@
-"""EgoCross runs re-scored from what they recorded (spacewalk/rescore.py; `Benchmark.rescore` of
+"""EgoCross runs re-scored from what they recorded (spacewalk/results/rescore.py; `Benchmark.rescore` of
 spacewalk/benchmarks/egocross/benchmark.py), with the questions as units, overall and per domain:
 
 - CloseQA: records.jsonl, the task's own metrics (the authors' parsing, recorded as each record's choice);
@@ -17,7 +17,7 @@ import numpy as np
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import load_json
 from spacewalk.multiple_choice.records import item_records
-from spacewalk.rescore import METRICS, ScoredRun, data_arguments, digest, flat_metric, model_label
+from spacewalk.results.rescore import METRICS, ScoredRun, data_arguments, digest, flat_metric, model_label
 
 QUESTIONS = "questions"
 

@@ -1,4 +1,4 @@
-"""EgoSchema runs re-scored from their records.jsonl (spacewalk/rescore.py; `Benchmark.rescore` of
+"""EgoSchema runs re-scored from their records.jsonl (spacewalk/results/rescore.py; `Benchmark.rescore` of
 spacewalk/benchmarks/egoschema/benchmark.py): the task's own metrics (lmms-eval's parsing, recorded as each record's
 choice; accuracy over the questions with a known answer), with the questions as units."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.multiple_choice.records import item_records
-from spacewalk.rescore import ScoredRun, data_arguments, digest, flat_metric, model_label
+from spacewalk.results.rescore import ScoredRun, data_arguments, digest, flat_metric, model_label
 
 
 def rescore(run_dir: Path, config: dict[str, Any]) -> ScoredRun:

@@ -17,11 +17,11 @@ from spacewalk.benchmarks.egoschema import prompts, scoring
 from spacewalk.benchmarks.egoschema.dataset import EgoSchema
 from spacewalk.benchmarks.egoschema.synthetic import ensure_egoschema
 from spacewalk.benchmarks.release_or_synthetic import dataset_root
-from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.task import Prompt, Record
+from spacewalk.results.bootstrap import BootstrapOptions, accuracy_intervals
 
 SPLITS = ("subset", "full")
 SUBMISSION_JSON = "submission.json"
@@ -77,7 +77,7 @@ class EgoSchemaTask:
     def correctness(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
                     ) -> tuple[list[str], list[bool]]:
         """The questions with a known answer (those `metrics` counts), in item order: ids and correctness, the
-        units of the intervals and of a paired comparison (spacewalk/rescore.py)."""
+        units of the intervals and of a paired comparison (spacewalk/results/rescore.py)."""
         choices = {r.item_id: r.choice for r in records}
         answered = [item for item in items if item.answer is not None]
         return [item.id for item in answered], [choices.get(item.id) == item.answer for item in answered]

@@ -16,9 +16,9 @@ from typing import Any
 
 from spacewalk.benchmarks.hirest.dataset import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE, HiREST
 from spacewalk.benchmarks.hirest.predictions import write_task_predictions
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_json
+from spacewalk.results.bootstrap import BootstrapOptions
 
 log = logging.getLogger(__name__)
 

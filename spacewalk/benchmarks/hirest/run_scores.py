@@ -1,4 +1,4 @@
-"""HiREST runs re-scored from their official prediction files (spacewalk/rescore.py; `Benchmark.rescore` of
+"""HiREST runs re-scored from their official prediction files (spacewalk/results/rescore.py; `Benchmark.rescore` of
 spacewalk/benchmarks/hirest/benchmark.py): the task-specific baselines' run (evaluate.py, `predictions_<task>.json` in
 the
 run directory, metrics.json {"split": s, task: ...}) and the joint model's (train.py, `<run>/val/` and
@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from spacewalk.bootstrap import _numbers
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import load_json
-from spacewalk.rescore import METRICS, ScoredMetric, ScoredRun, data_arguments, model_label, summary_metric
+from spacewalk.results.bootstrap import _numbers
+from spacewalk.results.rescore import METRICS, ScoredMetric, ScoredRun, data_arguments, model_label, summary_metric
 
 TASKS = ("video_retrieval", "moment_retrieval", "moment_segmentation")
 

@@ -18,9 +18,9 @@ from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_interval
 from spacewalk.benchmarks.spacewalk18.predictions import write_step_predictions
 from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.benchmarks.spacewalk18.timeline import plot_timeline
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_json
+from spacewalk.results.bootstrap import BootstrapOptions
 
 log = logging.getLogger(__name__)
 

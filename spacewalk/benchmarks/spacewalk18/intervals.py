@@ -1,4 +1,4 @@
-"""Bootstrap intervals of the step-recognition metrics (the shared two-stage bootstrap: spacewalk/bootstrap.py).
+"""Bootstrap intervals of the step-recognition metrics (the shared two-stage bootstrap: spacewalk/results/bootstrap.py).
 
 The official numbers are per video, then the unweighted mean over videos (BENCHMARKS.md 1.4), so the unit is
 two-level: recordings, then the samples within them. Accuracy and mAP resample both levels; IoU resamples the
@@ -19,7 +19,7 @@ import numpy as np
 
 from spacewalk.benchmarks.spacewalk18.dataset import Recording, RetrievalSample, StepSample
 from spacewalk.benchmarks.spacewalk18.scoring import resampled_accuracies, resampled_mean_average_precisions
-from spacewalk.bootstrap import BootstrapOptions, grouped_interval
+from spacewalk.results.bootstrap import BootstrapOptions, grouped_interval
 
 RECORDINGS_THEN_SAMPLES = "recordings, then samples within them"
 RECORDINGS = "recordings (IoU: a recording's samples tile its timeline, so they are not resampled)"

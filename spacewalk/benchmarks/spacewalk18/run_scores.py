@@ -1,4 +1,4 @@
-"""Spacewalk-18 runs re-scored from what they recorded (spacewalk/rescore.py; `Benchmark.rescore` of
+"""Spacewalk-18 runs re-scored from what they recorded (spacewalk/results/rescore.py; `Benchmark.rescore` of
 spacewalk/benchmarks/spacewalk18/benchmark.py), with the units of each headline number for the paired comparison:
 
 - step recognition (train.py, evaluate.py; `<run>/decoded/<name>/` for the plan decoding): predictions.json,
@@ -24,7 +24,7 @@ from spacewalk.benchmarks.spacewalk18.intervals import RECORDINGS, RECORDINGS_TH
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import load_json
 from spacewalk.multiple_choice.records import item_records
-from spacewalk.rescore import (
+from spacewalk.results.rescore import (
     METRICS,
     ScoredMetric,
     ScoredRun,

@@ -33,13 +33,13 @@ from spacewalk.benchmarks.spacewalk18.question_answering import ANSWER_LIMITS, c
 from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
 from spacewalk.benchmarks.spacewalk18.summaries import check_summary, steps_in_window, summary_parts
 from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, context_window
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.durations import parse_duration
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_json
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
 from spacewalk.multiple_choice.task import Prompt, Record
+from spacewalk.results.bootstrap import BootstrapOptions
 
 PREDICTIONS_FILE = "predictions.json"
 

@@ -2,11 +2,11 @@
 headline numbers with their intervals, and the command and commit that produced it.
 
 A run directory is what train.py and evaluate.py write (`.hydra/` with `overrides.yaml`, `config.yaml`,
-`hydra.yaml`; `metrics.json`; `provenance.json`, spacewalk/provenance.py); a sweep directory holds one per job
+`hydra.yaml`; `metrics.json`; `provenance.json`, spacewalk/results/provenance.py); a sweep directory holds one per job
 (`0/`, `1/`, ...), and evaluate.py's multiple-choice runs lie deeper (`<data>/<model>/<hash>/`). `find_runs` takes a
 run directory or any folder holding runs.
 
-**Headline numbers.** Every task's metrics.json holds `"intervals"` (spacewalk/bootstrap.py): for each headline
+**Headline numbers.** Every task's metrics.json holds `"intervals"` (spacewalk/results/bootstrap.py): for each headline
 number an interval dict (estimate, low, high, level, unit, ...), at the top level (step recognition, intra-video
 retrieval, the multiple-choice tasks, where a group of them, e.g. `per_type` or `per_domain`, is a dict of interval
 dicts) or beside each HiREST task's numbers (`{split: {task: {..., "intervals": {...}}}}`). The headline numbers of
@@ -34,7 +34,7 @@ import yaml
 
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import load_json
-from spacewalk.provenance import command_line, read_provenance
+from spacewalk.results.provenance import command_line, read_provenance
 
 METRICS_FILE = "metrics.json"
 # numbers reported beside the intervals' ones, without an interval (the decoded ones: of runs decoded before theirs)

@@ -6,12 +6,12 @@ overrides are the same once `seed=...` is left out (a re-test, `evaluate.py ckpt
 other overrides and its trained run's setting) (`python train.py -m seed=0,1,2 model=lfb_avg,lfb_cat` gives two
 groups of three). Overrides that the command line did not change are the config's defaults, the same for every job.
 
-**Per headline number** (spacewalk/run_dirs.py) of the group's runs that have it:
+**Per headline number** (spacewalk/results/runs.py) of the group's runs that have it:
 - `mean` and `std` over the seeds (the sample standard deviation, n - 1 in the denominator; none for one seed):
   how much the number moves with the training's randomness (initialisation, data order) on this test set;
 - the **pooled interval** `[low, high]`: the mean over the seeds of each run's bootstrap bounds. Every seed is
   scored on the same items, and the bootstrap draws the same resamples for every run of a split
-  (spacewalk/bootstrap.py), so the seeds' resampled numbers move together; where they move exactly together the
+  (spacewalk/results/bootstrap.py), so the seeds' resampled numbers move together; where they move exactly together the
   percentile interval of the seeds' mean is the mean of their bounds, and where they move less than that (roughly
   normal resamples) it is narrower: the pooled interval is then conservative (measurements/pooled_interval_check.py
   compares the two on real runs: docs/architecture.md). It says how much the mean could move
@@ -28,7 +28,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from spacewalk.run_dirs import RunDir
+from spacewalk.results.runs import RunDir
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class SeedGroup:
 
     def command(self) -> str | None:
         """One command that runs the whole group: the overrides with `seed=<the seeds>` (a multirun when several)."""
-        from spacewalk.provenance import command_line
+        from spacewalk.results.provenance import command_line
 
         if self.entry is None:
             return None

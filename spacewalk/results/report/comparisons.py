@@ -1,7 +1,7 @@
 """Tables of paired comparisons, laid out by a spec as `python -m spacewalk.report` lays out its tables: each
 comparison names its sides A and B by config keys over the run directories given, and its rows are
-`python -m spacewalk.compare`'s numbers (spacewalk/compare.py: the paired bootstrap difference B - A, its interval
-and p), so that no difference in docs/results.md is copied by hand.
+`python -m spacewalk.compare`'s numbers (spacewalk/results/compare.py: the paired bootstrap difference B - A, its
+interval and p), so that no difference in docs/results.md is copied by hand.
 
 A table of a report spec (docs/tables/*.yaml) is a comparison table when it has `compare`:
 
@@ -10,7 +10,7 @@ A table of a report spec (docs/tables/*.yaml) is a comparison table when it has 
         - {label: 1 min, a: {model: lfb_avg, context: 1min}, b: {model: lfb_cat, context: 1min}}
         - {label: 5 min, a: {model: lfb_avg, context: 5min}, b: {model: lfb_cat, context: 5min}}
       where: {data: spacewalk18, decoding: none}  # optional: what both sides of every comparison share
-      metrics: [Accuracy, mAP, IoU]              # headline names (spacewalk/rescore.py)
+      metrics: [Accuracy, mAP, IoU]              # headline names (spacewalk/results/rescore.py)
       label_header: w                            # optional: the first column's header (default: comparison)
       a_header: "`lfb_avg`"                      # optional: side A's column (default: A); likewise b_header
       resamples: 1000                            # optional: as compare's --resamples, --seed, --level
@@ -24,7 +24,7 @@ re-scored as runs of their own; their recorded numbers are metrics.json's `decod
 5min, decoding: within_window, predictions: decoded}}` is what decoding adds on the same runs.
 
 A side is the runs (with a metrics.json) whose config keys match the table's `where` and the side's own keys
-(the values as in a report's `where`: spacewalk/run_dirs.py `RunDir.matches`); its seeds are one group, the mean
+(the values as in a report's `where`: spacewalk/results/runs.py `RunDir.matches`); its seeds are one group, the mean
 of its runs on each resample, as `python -m spacewalk.compare --a RUN... --b RUN...` with those runs, the command
 printed under the table. A side that matches two settings (runs that differ in more than the seed) is refused,
 naming them: add a key. A comparison with a side that matches no finished run is left out and named under the
@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.core.errors import ConfigError
-from spacewalk.run_dirs import RunDir, check_spec_keys, where_mapping
-from spacewalk.seed_groups import SeedGroup, commits_text, group_by_seed, seeds_text
+from spacewalk.results.runs import RunDir, check_spec_keys, where_mapping
+from spacewalk.results.seed_groups import SeedGroup, commits_text, group_by_seed, seeds_text
 
 CHECK_TOLERANCE = 1e-6  # as the report's --check: float rounding only
 
@@ -202,10 +202,10 @@ def _keys(where: Mapping[str, Any]) -> str:
 
 def build_comparison_table(spec: ComparisonSpec, runs: Sequence[RunDir], score: Callable[[Path], Any],
                            check: bool = False) -> ComparisonTable:
-    """Each comparison of the spec over `runs`; `score(run_dir) -> spacewalk.rescore.ScoredRun` (cached by the
+    """Each comparison of the spec over `runs`; `score(run_dir) -> spacewalk.results.rescore.ScoredRun` (cached by the
     caller); `check`: hold each run's re-scored numbers against its metrics.json."""
-    from spacewalk.bootstrap import BootstrapOptions
-    from spacewalk.compare import compare
+    from spacewalk.results.bootstrap import BootstrapOptions
+    from spacewalk.results.compare import compare
 
     options = BootstrapOptions(n_resamples=spec.resamples, level=spec.level, seed=spec.seed)
     table = ComparisonTable(spec, [])
@@ -281,7 +281,8 @@ def comparison_markdown(table: ComparisonTable) -> str:
     if table.compared:
         lines += [row(table.header()), "|" + "---|" * len(table.header())]
         lines += [row(r) for r in table.rows()]
-        lines += ["", f"Paired bootstrap (spacewalk/compare.py): {spec.resamples} resamples (seed {spec.seed}) of the "
+        lines += ["", f"Paired bootstrap (spacewalk/results/compare.py): {spec.resamples} resamples (seed {spec.seed}) "
+                  "of the "
                   "benchmark's units, the same draws for A and B, each side the mean of its seeds on each resample; "
                   "the interval is the percentile interval of the resampled differences, p two-sided from the "
                   "centred differences. Commands:", ""]

@@ -1,6 +1,6 @@
 """A finished run's headline numbers, recomputed from what it recorded, and the units they are made of.
 
-    from spacewalk.rescore import rescore_run, recorded_metrics
+    from spacewalk.results.rescore import rescore_run, recorded_metrics
     rescore_run("outputs/train/runs/X")      # {"Accuracy": 41.2, "mAP": ..., "IoU": ...}, from predictions.json
     recorded_metrics("outputs/train/runs/X")  # the same names, as the run's metrics.json holds them
 
@@ -12,7 +12,7 @@ re-scored numbers no longer equal its metrics.json has changed under its table (
 --check`). The same object serves the paired comparison of two runs (`python -m spacewalk.compare`), so each
 headline number comes with its units: the recordings (or one group for flat units) and, in each, the items,
 with the number recomputed on any multiset of them (`ScoredMetric.resampled`, the form of
-`spacewalk.bootstrap.grouped_replicates`).
+`spacewalk.results.bootstrap.grouped_replicates`).
 
 This module names no benchmark: the benchmark a run belongs to is the one whose package holds the run's data
 config `_target_` (`spacewalk.<name>.`...), and its registration (`spacewalk/benchmarks/<name>/benchmark.py`,

@@ -20,7 +20,7 @@ from typing import Any
 from spacewalk.core.io import load_json, write_json
 
 PROVENANCE = "provenance.json"
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def _git(*args: str) -> str | None:
