@@ -58,10 +58,11 @@ from spacewalk.multiple_choice.records import (
 )
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Record, Reply
 from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.layout import METRICS as METRICS  # the file run() writes, named where every run file is
+from spacewalk.results.layout import write_metrics
 
 log = logging.getLogger(__name__)
 
-METRICS = "metrics.json"
 RUN_FILE = "run.json"
 # model settings that change how fast a backend answers, never what: left out of run.json's identity (and of the
 # run directory's name, conf/task/multiple_choice.yaml), so a run resumes with another value
@@ -284,5 +285,4 @@ def finish(task: MultipleChoiceTask, run_dir: Path, items: Sequence[MultipleChoi
     if bootstrap is not None and intervals is not None:
         metrics["intervals"] = intervals(items, records, metrics, bootstrap)
     task.write_outputs(items, records, run_dir)
-    write_json(run_dir / METRICS, metrics)
-    return metrics
+    return write_metrics(run_dir, metrics)

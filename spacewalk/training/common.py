@@ -12,11 +12,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_text
+from spacewalk.results.layout import RUN_CONFIG
 
 log = logging.getLogger(__name__)
 
 # the config with every interpolation resolved, so evaluate.py can rebuild a run outside it
-RESOLVED_CONFIG = "config.resolved.yaml"
+RESOLVED_CONFIG = RUN_CONFIG  # the resolved config every run directory holds (spacewalk/results/layout.py)
 
 
 def start_run(cfg: DictConfig) -> Path:

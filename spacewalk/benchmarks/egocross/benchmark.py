@@ -20,7 +20,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from spacewalk.benchmarks.registry import Benchmark, Release, ScoreCommand, ScoringFailed, UsageError, pinned
+from spacewalk.benchmarks.registry import (
+    QUESTIONS,
+    Benchmark,
+    Headline,
+    Release,
+    ScoreCommand,
+    ScoringFailed,
+    UsageError,
+    pinned,
+)
 
 TASKS = ("closeqa", "openqa")
 
@@ -146,4 +155,10 @@ BENCHMARK = Benchmark(
     scores=(ScoreCommand("egocross", "EgoCross: CloseQA accuracy, OpenQA with an LLM judge", arguments, score,
                          description=__doc__),),
     rescore=rescore,
+    # the headline numbers (spacewalk.benchmarks.registry.Headline) of each form of the questions (`data.qa`)
+    headlines={qa: (Headline("accuracy", QUESTIONS, f"the share of questions answered right ({how})"),
+                    Headline("per_domain/*", QUESTIONS, "the same over each domain's questions"))
+               for qa, how in (("closeqa", "the chosen option, the authors' parsing"),
+                               ("openqa", "the free answer, judged by the substring rule or the LLM judge"))},
+    task_of=lambda config: str((config.get("data") or {}).get("qa", "closeqa")),
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from spacewalk.benchmarks.registry import QUESTIONS
 from spacewalk.multiple_choice.records import item_records
 from spacewalk.results.rescore import ScoredRun, data_arguments, digest, flat_metric, model_label
 
@@ -25,5 +26,5 @@ def rescore(run_dir: Path, config: dict[str, Any]) -> ScoredRun:
                 "items": digest([[i.id, i.answer, list(i.options)] for i in items]),
                 "items_summary": f"{len(items)} questions, {len(answered)} with a known answer"}
     return ScoredRun(run_dir, "egoschema", identity,
-                     {"accuracy": flat_metric(official["accuracy"], ids, correct, "questions", ("accuracy",))},
+                     {"accuracy": flat_metric(official["accuracy"], ids, correct, QUESTIONS, ("accuracy",))},
                      model_label(config, run_dir))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.benchmarks.registry import Benchmark, Release, ScoreCommand, UsageError, pinned
+from spacewalk.benchmarks.spacewalk18.headlines import HEADLINES, task_of
 from spacewalk.core.errors import DataError
 
 TASKS = ("step_recognition", "question_answering", "intra_video_retrieval")
@@ -135,4 +136,6 @@ BENCHMARK = Benchmark(
     scores=(ScoreCommand("spacewalk18", "Spacewalk-18: step recognition, video QA, intra-video retrieval",
                          arguments, score, default=True, description=__doc__),),
     rescore=rescore,
+    headlines=HEADLINES,
+    task_of=task_of,
 )

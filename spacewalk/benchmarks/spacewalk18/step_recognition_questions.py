@@ -40,8 +40,7 @@ from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_li
 from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
 from spacewalk.multiple_choice.task import Prompt, Record
 from spacewalk.results.bootstrap import BootstrapOptions
-
-PREDICTIONS_FILE = "predictions.json"
+from spacewalk.results.layout import PREDICTIONS
 
 # App. C.2, in order: the video; the mission and transcript sentence; the instruction; the question; the
 # choices. Quoted sentences are the paper's; the instruction is BENCHMARKS.md's account of it ("answer with a
@@ -167,15 +166,13 @@ class StepRecognitionQuestions:
 
     def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
                   options: BootstrapOptions) -> dict[str, Any]:
-        """The step-recognition intervals (recordings, then samples: spacewalk/benchmarks/spacewalk18/intervals.py)."""
-        predictions, scores = self.predictions(items, records)
-        return step_recognition_intervals(self.dataset.recordings, self.samples, predictions, scores, metrics,
-                                          options)
+        """The step-recognition intervals (over recordings: spacewalk/benchmarks/spacewalk18/intervals.py)."""
+        return step_recognition_intervals(metrics, options)
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         predictions, scores = self.predictions(items, records)
         if self.complete:
-            write_step_predictions(Path(out_dir) / PREDICTIONS_FILE, predictions, scores)
+            write_step_predictions(Path(out_dir) / PREDICTIONS, predictions, scores)
         else:
             write_step_predictions(Path(out_dir) / "predictions.subset.json", predictions, scores)
             write_json(Path(out_dir) / "samples.subset.json", samples_to_json(self.samples), indent=None)
