@@ -3,6 +3,7 @@ coverage, by simulation, for the old rule (the two-stage paired bootstrap) and t
 (spacewalk/results/statistics.py). No assertions: numbers to read (docs/results.md quotes them).
 
     python measurements/paired_test_calibration.py [--pairs 2000] [--spread 2.5] [--spread-from RUN_A RUN_B]
+        [--tables recordings,these,recipes,questions] [--seed-sd 0.5]
 
 Each cell simulates `--pairs` pairs of runs with Spacewalk-18's structure: G recordings of `--samples` samples;
 recording g has a true difference delta_g = delta + tau z_g (tau: the between-recording spread of a difference,
@@ -21,13 +22,13 @@ Printed, one table per claim (statistics.py's module docstring says which is whi
   `--seed-recording-sd`); the old rule (the seeds' mean on the bootstrap over recordings) against the
   Welch-Satterthwaite t of statistics.recipes_difference, and the sign-flip test on the seeds' means, which
   answers the runs' claim, not the recipes';
-- *questions* (many units: Spacewalk-18 QA has 376, its types 27 to 120): the flat paired bootstrap that stays.
+- *questions* (flat units: Spacewalk-18 QA has 376, its types 27 to 120): the flat paired bootstrap against
+  compare's rule for a mean over flat units (the sign-flip test and t over the per-question differences).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -35,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spacewalk.results.layout import read_metrics
 from spacewalk.results.statistics import recipes_difference, sign_flip_test, t_interval
 
 LEVEL = 0.95
@@ -111,10 +113,16 @@ def recipes_claim(rng, g: int, args, shift: float, seeds: int = 3) -> tuple:
             percentile(replicates), (new.low, new.high))
 
 
-def questions_claim(rng, n: int, args, shift: float) -> tuple[float, tuple]:
+def questions_claim(rng, n: int, args, shift: float) -> tuple[float, float, tuple, tuple]:
+    """The paired bootstrap over n questions (old) against the sign-flip test and Student's t over the per-question
+    differences (new: compare's rule for a mean over flat units)."""
     pair = Recordings(rng, np.array([shift]), n, args.disagreement)
     replicates = pair.resampled(rng, np.zeros((args.resamples, 1), dtype=np.int64))[:, 0]
-    return centred_p(replicates, float(pair.differences[0])), percentile(replicates)
+    plus, minus, _ = pair.counts[0]
+    d = np.concatenate([np.full(plus, 100.0), np.full(minus, -100.0), np.zeros(n - plus - minus)])
+    new = t_interval(d, LEVEL)
+    return (centred_p(replicates, float(pair.differences[0])), sign_flip_test(d, seed=int(rng.integers(1 << 31))).p,
+            percentile(replicates), (new.low, new.high))
 
 
 def rate(flags: list[bool]) -> str:
@@ -128,7 +136,7 @@ def covers(interval: tuple, truth: float) -> bool:
 
 def spread_from(runs: list[Path]) -> float:
     """The standard deviation over recordings of the per-recording Accuracy difference of two real runs."""
-    values = [json.loads((run / "metrics.json").read_text())["per_video"] for run in runs]
+    values = [read_metrics(run)["per_video"] for run in runs]
     videos = sorted(set(values[0]) & set(values[1]))
     d = [values[1][v]["Accuracy"] - values[0][v]["Accuracy"] for v in videos]
     return float(np.std(d, ddof=1))
@@ -151,8 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-recording-sd", type=float, default=0.5,
                         help="recipes: sd of a seed's per-recording part (points)")
     parser.add_argument("--questions", default="27,57,120,376,2000", help="the flat case's numbers of units")
+    parser.add_argument("--tables", default="recordings,these,recipes,questions", help="which tables to print")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    tables = set(args.tables.split(","))
+    sys.stdout.reconfigure(line_buffering=True)  # each row as it is done: the whole takes minutes
     if args.spread_from:
         args.spread = spread_from(args.spread_from)
     rng = np.random.default_rng(args.seed)
@@ -166,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print("\nnew recordings (these runs): false positives at 0.05 (null pairs); 95 % coverage (shifted pairs)")
     print("   G  old FPR  new FPR  old cover  new cover  (old: two-stage bootstrap; new: sign flips, t with G-1 df)")
-    for g in recordings:
+    for g in recordings if "recordings" in tables else ():
         null = [recordings_claim(rng, g, args, 0.0) for _ in range(args.pairs)]
         shifted = [recordings_claim(rng, g, args, args.shift) for _ in range(args.pairs)]
         print(f"{g:4d}  {rate([p <= ALPHA for p, *_ in null])}   {rate([p <= ALPHA for _, p, *_ in null])}   "
@@ -176,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nthese recordings (these runs, new samples of the same recordings): the paired bootstrap stratified by "
           "recording")
     print("   G      FPR   cover")
-    for g in recordings:
+    for g in recordings if "these" in tables else ():
         null = [these_recordings_claim(rng, g, args, 0.0) for _ in range(args.pairs)]
         shifted = [these_recordings_claim(rng, g, args, args.shift) for _ in range(args.pairs)]
         print(f"{g:4d}   {rate([p <= ALPHA for p, _, _ in null])}  {rate([covers(c, t) for _, c, t in shifted])}")
@@ -185,19 +196,22 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.seed_recording_sd} points)")
     print("   G  old FPR  new FPR  sign-flip FPR  old cover  new cover  (new: Welch-Satterthwaite t over recordings "
           "and seeds)")
-    for g in recordings:
+    for g in recordings if "recipes" in tables else ():
         null = [recipes_claim(rng, g, args, 0.0) for _ in range(args.pairs)]
         shifted = [recipes_claim(rng, g, args, args.shift) for _ in range(args.pairs)]
         print(f"{g:4d}  {rate([r[0] <= ALPHA for r in null])}   {rate([r[1] <= ALPHA for r in null])}   "
               f"{rate([r[2] <= ALPHA for r in null])}         {rate([covers(r[3], args.shift) for r in shifted])}"
               f"     {rate([covers(r[4], args.shift) for r in shifted])}")
 
-    print("\nquestions (many units; the flat paired bootstrap, kept)")
-    print("   n      FPR   cover")
-    for n in (int(x) for x in args.questions.split(",")):
+    print("\nquestions (flat units; old: the paired bootstrap, percentile interval, centred p; new: sign flips and "
+          "t over the per-question differences)")
+    print("   n  old FPR  new FPR  old cover  new cover")
+    for n in (int(x) for x in args.questions.split(",")) if "questions" in tables else ():
         null = [questions_claim(rng, n, args, 0.0) for _ in range(args.pairs)]
         shifted = [questions_claim(rng, n, args, args.shift) for _ in range(args.pairs)]
-        print(f"{n:4d}   {rate([p <= ALPHA for p, _ in null])}  {rate([covers(c, args.shift) for _, c in shifted])}")
+        print(f"{n:4d}   {rate([r[0] <= ALPHA for r in null])}   {rate([r[1] <= ALPHA for r in null])}   "
+              f"{rate([covers(r[2], args.shift) for r in shifted])}     "
+              f"{rate([covers(r[3], args.shift) for r in shifted])}")
     print(f"\n{time.perf_counter() - start:.0f} s")
     return 0
 

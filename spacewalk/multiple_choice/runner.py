@@ -285,4 +285,5 @@ def finish(task: MultipleChoiceTask, run_dir: Path, items: Sequence[MultipleChoi
     if bootstrap is not None and intervals is not None:
         metrics["intervals"] = intervals(items, records, metrics, bootstrap)
     task.write_outputs(items, records, run_dir)
-    return write_metrics(run_dir, metrics)
+    write_metrics(run_dir, metrics)  # with its version (spacewalk/results/layout.py)
+    return metrics

@@ -20,8 +20,11 @@ ground truth) and the scoring settings: otherwise the command refuses, naming wh
   replacement, the same draws for A and B (each side the mean of its runs on each draw); the percentile
   interval and the centred two-sided p, p = (1 + #{|d*_b - d| >= |d|}) / (1 + B) (Efron & Tibshirani 1993,
   ch. 16; Davison & Hinkley 1997, eq. 4.11). Many units (thousands of samples), where the bootstrap holds.
-- *these runs, new <units>* (a number over flat units: questions, queries): the same paired bootstrap over them,
-  the claim then reaching other questions like these.
+- *these runs, new <units>* (a number over flat units: questions, queries): a number that is the mean of its
+  units' values (accuracy, recall at k) gets the sign-flip test and Student's t over the per-unit paired
+  differences, as recordings do (with few questions answered differently, as in a 27-question type, the
+  bootstrap's percentile interval covers less than it says: docs/statistics.md); any other (an official summary
+  of the units) the paired bootstrap over them. The claim then reaches other questions like these.
 - *these runs, new recordings* (every number that is a mean over recordings): would it hold on other
   recordings? The exact sign-flip test over the per-recording differences and Student's t interval with G - 1
   degrees of freedom. With 5 recordings or fewer no test of this kind can give p < 0.05, and the command says so
@@ -194,11 +197,47 @@ def paired_by_run(a: Sequence[ScoredRun], b: Sequence[ScoredRun]) -> bool:
         for ra, rb in zip(a, b, strict=True))
 
 
+def _per_unit(runs: Sequence[ScoredRun], name: str) -> np.ndarray | None:
+    """The side's mean per unit of a number over flat units that is the mean of its units' values (accuracy,
+    recall at k: each unit's value is the number on that unit alone, and their mean gives the number), else None."""
+    out = []
+    for run in runs:
+        metric = run.metrics[name]
+        n = metric.sizes[0]
+        values = np.asarray(metric.resampled(0, np.eye(n, dtype=np.int64)), dtype=np.float64)
+        if not np.all(np.isfinite(values)) or not math.isclose(float(values.mean()), float(metric.value),
+                                                                 rel_tol=1e-9, abs_tol=1e-9):
+            return None
+        out.append(values)
+    return np.mean(out, axis=0)
+
+
+def _flat_claim(a, b, name: str, metric: ScoredMetric, level: float, seed: int) -> Claim | None:
+    """Over flat units whose number is a mean of per-unit values: the sign-flip test and Student's t over the
+    per-unit paired differences, as over recordings (the percentile bootstrap of a few dozen questions, few of
+    them answered differently, covers less than it says: docs/statistics.md)."""
+    values_a, values_b = _per_unit(a, name), _per_unit(b, name)
+    if values_a is None or values_b is None:
+        return None
+    d = values_b - values_a
+    t, test = t_interval(d, level), sign_flip_test(d, seed=seed)
+    sd = float(np.std(d, ddof=1)) if len(d) > 1 else 0.0
+    method = (f"sign-flip test over the {len(d)} {metric.unit} ({'all' if test.exact else MONTE_CARLO} sign "
+              f"patterns); Student's t interval over their paired differences")
+    return Claim(NEW_UNITS, t.low, t.high, test.p, len(d), method,
+                 detectable_from_se(sd / math.sqrt(len(d)), len(d) - 1) if sd > 0 else None)
+
+
 def _units_claim(a, b, name: str, metric: ScoredMetric, options: BootstrapOptions, d: float) -> Claim | None:
-    """The paired bootstrap over the metric's units, every group kept (module docstring)."""
+    """The paired bootstrap over the metric's units, every group kept (module docstring); flat units of a mean by
+    `_flat_claim`."""
     grouped = len(metric.groups) > 1
     if not metric.within or sum(metric.sizes) < 2:
         return None
+    if not grouped:
+        flat = _flat_claim(a, b, name, metric, options.level, options.seed)
+        if flat is not None:
+            return flat
     draws = grouped_draws(metric.sizes, options, within=True, between=False)
     replicates = _side_replicates(b, name, draws) - _side_replicates(a, name, draws)
     replicates = replicates[~np.isnan(replicates)]

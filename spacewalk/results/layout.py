@@ -87,8 +87,10 @@ def read_yaml(path: str | Path) -> Any:
     path = check_file(Path(path))
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise DataError(f"not valid YAML ({e})", file=path) from None
+    except yaml.YAMLError as e:  # one line: where, and what the parser expected
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise DataError(f"not valid YAML ({where}{getattr(e, 'problem', None) or e})", file=path) from None
     except UnicodeDecodeError as e:
         raise DataError(f"not UTF-8 text ({e})", file=path) from None
 

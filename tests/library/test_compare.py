@@ -417,3 +417,41 @@ def test_a_retest_is_read_with_its_trained_runs_config(tmp_path):
     (trained / RUN_CONFIG).unlink()  # its trained run gone: not a run that can be re-scored, said so
     with pytest.raises(DataError, match="no config.resolved.yaml"):
         find_config(retest)
+
+
+def test_power_names_the_smallest_difference_each_claim_detects(step_runs, synthetic_spacewalk18, tmp_path, capsys):
+    """python -m spacewalk.power: none over 2 recordings; over 6, the sign-flip test's own figure from the pairs'
+    per-recording spread; on these recordings, from the paired bootstrap's standard error."""
+    from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
+    from spacewalk.results import power
+    from spacewalk.results.statistics import detectable_over_recordings
+
+    _, runs = step_runs
+    two = power.detectable([scored_run(runs["weak", s]) for s in range(3)], OPTIONS)
+    by_claim = {(d.metric, d.claim): d for d in two}
+    assert by_claim["Accuracy", compare.NEW_RECORDINGS].smallest is None
+    assert "2 recordings cannot give p < 0.05" in by_claim["Accuracy", compare.NEW_RECORDINGS].note
+    assert by_claim["Accuracy", compare.THESE_RECORDINGS].smallest > 0
+    assert ("IoU", compare.THESE_RECORDINGS) not in by_claim  # IoU's samples are not drawn again
+
+    root = synthetic_spacewalk18(n_train=1, n_val=1, n_test=6, minutes=(4, 5), steps_per_video=(3, 5),
+                                 samples_per_video=120, retrieval_samples_per_video=20, questions_per_video=2)
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root),
+            "synthetic_root": None, "seed": 0, "synthetic": {}}
+    dataset = open_spacewalk18(root)
+    paths = []
+    for seed in range(2):
+        run = write_config(tmp_path / f"r{seed}", "step_recognition", data, split="test", seed=seed)
+        evaluate_step_recognition(dataset, Noisy(1.0, seed), "test", run, plots=False, bootstrap=OPTIONS)
+        paths.append(run)
+    scored = [scored_run(p) for p in paths]
+    six = {(d.metric, d.claim): d for d in power.detectable(scored, OPTIONS)}
+    accuracy = six["Accuracy", compare.NEW_RECORDINGS]
+    values = compare._values(scored, "Accuracy")
+    assert accuracy.n == 6 and accuracy.sd == pytest.approx(np.std(values[1] - values[0], ddof=1))
+    assert accuracy.smallest == pytest.approx(detectable_over_recordings(accuracy.sd, 6))
+    assert power.main([str(p) for p in paths]) == 0
+    printed = capsys.readouterr().out
+    assert "1 pair gives the spread of a paired difference" in printed and "6 recordings" in printed
+    assert f">= {accuracy.smallest:.2f} points" in printed

@@ -65,14 +65,15 @@ def test_train_selects_on_val_tests_and_evaluate_reproduces(tmp_path):
     assert len(best) == 1
     assert torch.load(best[0], weights_only=True)["state_dict"]["tau"].isfinite()  # tau travels in the checkpoint
 
-    # the 95 % intervals beside the official numbers (metrics.bootstrap), over the benchmark's unit, also logged
+    # the 95 % intervals beside the official numbers (metrics.bootstrap) are over the recordings: this set has one
+    # test recording, which says nothing about another, so each is named and has no bounds, and none are logged
     assert set(m["intervals"]) == {"Accuracy", "mAP", "IoU"}
     for name, interval in m["intervals"].items():
-        assert interval["estimate"] == m[name] and interval["low"] <= m[name] <= interval["high"]
-        assert (interval["level"], interval["n_resamples"], interval["seed"]) == (0.95, 1000, 0)
+        assert interval["estimate"] == m[name] and interval["low"] is None and interval["high"] is None
+        assert (interval["level"], interval["n"], interval["values"]) == (0.95, 1, "per_video")
     assert m["intervals"]["Accuracy"]["unit"] == "recordings, then samples within them"
     header = (run_dir / "csv" / "version_0" / "metrics.csv").read_text().splitlines()[0].split(",")
-    assert {"test/Accuracy_low", "test/Accuracy_high", "test/mAP_low", "test/IoU_high"} <= set(header)
+    assert "test/Accuracy" in header and "test/Accuracy_low" not in header
 
     again = tmp_path / "again"
     run("evaluate.py", tmp_path, f"ckpt_path={best[0]}", f"hydra.run.dir={again}")
