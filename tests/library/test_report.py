@@ -88,8 +88,8 @@ def test_the_spec_lays_out_rows_columns_seeds_intervals_and_commands(tmp_path):
     assert "| recipe | w = 1 min | w = 5min |" in text
     assert "| Paper LFB Avg (quoted) | - | 12.37 / 17.25 / 3.73 |" in text
     # one block of commands: the two lfb_avg cells are one multirun over both windows
-    assert ("```bash\n# lfb_cat, w = 5min (seed 0; commit not recorded)\npython train.py model=lfb_cat context=5min\n"
-            "# `lfb_avg`, ours, w = 1 min; `lfb_avg`, ours, w = 5min (seeds 0, 1, 2; commit 0123456789ab)\n"
+    assert ("```bash\n# lfb_cat: w = 5min (seed 0; commit not recorded)\npython train.py model=lfb_cat context=5min\n"
+            "# `lfb_avg`, ours: w = 1 min, w = 5min (seeds 0, 1, 2; commit 0123456789ab)\n"
             "python train.py -m model=lfb_avg context=1min,5min seed=0,1,2\n") in text
     assert f"Left out, no metrics.json (failed, or still running): {tmp_path / 'sweep' / '9'}" in text
     assert report_markdown([table], "python -m spacewalk.report X").startswith(

@@ -8,7 +8,8 @@ the compare commands, the made-by line), so docs/results.md says `R` for the rel
 
 **Commands.** Under each table, one fenced block holds the commands that made its cells, each after a comment
 naming its cells, their seeds and commits. Commands that differ in one override's value are written as one
-multirun (`context=1min,3min,5min`), which Hydra runs as exactly those cells.
+multirun (`context=1min,3min,5min`), which Hydra runs as exactly those cells (paths, such as a re-test's
+checkpoint, stay one per line).
 """
 
 from __future__ import annotations
@@ -72,12 +73,21 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
 
 @dataclass
 class Entry:
-    """One command of a table's block: the cells it made, their seeds and commits."""
+    """One command of a table's block: the cells it made (row label, column label or None), their seeds and
+    commits."""
 
-    labels: list[str]
+    cells: list[tuple[str, str | None]]
     command: str
     seeds: str
     commits: set[str] = field(default_factory=set)
+
+    @property
+    def label(self) -> str:
+        """`row: column, column; row: column`: the cells, each row named once."""
+        rows: dict[str, list[str]] = {}
+        for row, column in self.cells:
+            rows.setdefault(row, []).extend([column] if column else [])
+        return "; ".join(f"{row}: {', '.join(columns)}" if columns else row for row, columns in rows.items())
 
 
 def _overrides(command: str) -> tuple[list[str], bool, list[str]] | None:
@@ -103,11 +113,11 @@ def _merge(a: Entry, b: Entry) -> Entry | None:
     if len(differ) != 1:
         return None
     (key, sep, x), (key_b, _, y) = pa[2][differ[0]].partition("="), pb[2][differ[0]].partition("=")
-    if not sep or key != key_b or not x or not y or "," in y or any(c in x + y for c in "[]{}()'\""):
-        return None
+    if not sep or key != key_b or not x or not y or "," in y or any(c in x + y for c in "[]{}()'\"/"):
+        return None  # a list, a quoted value or a path (a checkpoint per line reads better) stays as it is
     overrides = list(pa[2])
     overrides[differ[0]] = f"{key}={x},{y}"
-    return Entry(a.labels + b.labels, shlex.join([*pa[0], "-m", *overrides]), a.seeds, a.commits | b.commits)
+    return Entry(a.cells + b.cells, shlex.join([*pa[0], "-m", *overrides]), a.seeds, a.commits | b.commits)
 
 
 def merged(entries: Sequence[Entry]) -> list[Entry]:
@@ -135,7 +145,8 @@ def command_block(entries: Sequence[Entry], placeholders: Placeholders) -> list[
         commits = sorted(c for c in entry.commits if c)
         commit = (f"commit{'s' if len(commits) > 1 else ''} {', '.join(short_commit(c) for c in commits)}"
                   if commits else "commit not recorded")
-        lines.append(placeholders(f"# {'; '.join(entry.labels)} ({entry.seeds}; {commit})"))
+        commit += ", some runs' not recorded" if commits and "" in entry.commits else ""
+        lines.append(placeholders(f"# {entry.label} ({entry.seeds}; {commit})"))
         lines += [placeholders(c.strip()) for c in entry.command.split("; ")]
     return lines + ["```"]
 
@@ -178,9 +189,8 @@ def table_markdown(table: AnyTable, placeholders: Placeholders | None = None) ->
         for column in table.column_keys[:1] if spec.metric_columns else table.column_keys:  # a row is one setting
             cell = table.cells.get((row, column))
             if cell is not None:
-                label = table.row_label(row) if spec.metric_columns else \
-                    f"{table.row_label(row)}, {table.column_label(column)}"
-                entries.append(Entry([label], cell.group.command() or "not recorded", seeds_text(cell.group),
+                place = (table.row_label(row), None if spec.metric_columns else table.column_label(column))
+                entries.append(Entry([place], cell.group.command() or "not recorded", seeds_text(cell.group),
                                      {r.commit or "" for r in cell.group.runs}))
     lines += command_block(entries, placeholders)
     if table.missing:
