@@ -110,7 +110,7 @@ class SignFlip:
 
 def smallest_sign_flip_p(n: int) -> float:
     """The smallest two-sided p of the sign-flip test over n recordings: the observed pattern and its mirror."""
-    return 1.0 if n < 1 else min(1.0, 2.0 / 2.0 ** n)
+    return 1.0 if n < 1 else min(1.0, math.ldexp(1.0, 1 - n))  # 2 / 2^n, 0.0 far below float's range
 
 
 @cache

@@ -35,6 +35,12 @@ def test_the_smallest_p_of_few_recordings_cannot_reach_005():
     assert st.sign_flip_test([1.0, math.nan, 2.0]).n == 2  # an undefined recording is left out
 
 
+def test_thousands_of_units_are_tested_too():
+    # questions or samples by the thousand: the smallest p is below any float, the Monte Carlo p is not
+    assert st.smallest_sign_flip_p(5000) == 0.0 and st.sign_flip_test(np.ones(5000)).reachable()
+    assert st.sign_flip_test(np.random.default_rng(0).normal(0, 1, 3000)).p > 0
+
+
 def test_beyond_sixteen_recordings_a_monte_carlo_sample_of_sign_patterns():
     d = np.random.default_rng(0).normal(0.0, 1.0, 30)
     test = st.sign_flip_test(d, seed=1)
