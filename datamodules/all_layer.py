@@ -3,7 +3,7 @@
 The bank DataModule (datamodules/step_recognition.py) gives the samples, their windows, the labels and the
 frozen step features of each recording (the animations and step texts, encoded once into the feature bank).
 This one adds, per official sample, what a trainable encoder reads of its window [t - w/2, t + w/2] (clipped
-to the recording, BENCHMARKS 1.3):
+to the recording, docs/spacewalk18.md, Context windows):
 
   video  k frames spread over the window (`video.sparse_timestamps`: the centres of k equal slices; k = the
          encoder's pre-training count: X-CLIP 8, VideoMAE 16, an image model its `num_frames`, which
@@ -51,7 +51,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset
 
 from datamodules.global_batches import EpochPermutation, share
 from datamodules.step_recognition import StepRecognitionDataModule
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, Window, context_windows
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, Window, context_windows
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.modalities import Modalities
 from spacewalk.encoders import uniform_frame_indices
@@ -395,13 +395,13 @@ class AllLayerDataModule(ShareLoaders, StepRecognitionDataModule):
             starts.append(start)
             ends.append(end)
             if self.frames == "cells" and video_id not in self.cell_times:
-                # the bank's own cell frames (spacewalk/benchmarks/spacewalk18/feature_bank.py:
-                # FeatureBank._video_arrays)
+                # the bank's own cell frames (spacewalk/benchmarks/spacewalk18/features/build.py:
+                # RecordingBuilder.video_arrays)
                 cfg = self.bank.config
                 self.cell_times[video_id] = [c.timestamps for c in segment_timestamps(
                     0.0, rec.duration, cfg.segment_seconds, cfg.fps, duration=rec.duration)]
             if self.text_cells and video_id not in self.cell_texts:
-                # the bank's own cell rule (spacewalk/benchmarks/spacewalk18/feature_bank.py: cell_text)
+                # the bank's own cell rule (spacewalk/benchmarks/spacewalk18/features/build.py: cell_text)
                 index = TranscriptIndex(rec.transcript)
                 k, n = self.bank.config.segment_seconds, self.bank.load(video_id).num_cells
                 self.cell_texts[video_id] = [index.text_in(Window(j * k, min((j + 1) * k, rec.duration)))

@@ -2,7 +2,8 @@
 the feature bank they read (built once, shared across processes, re-checked after building), the width of
 external video features, and the window features cut from a recording's bank.
 
-A window [start, end) (BENCHMARKS 1.3: [t - w/2, t + w/2] clipped to the recording) has, by `modalities`:
+A window [start, end) (docs/spacewalk18.md, Context windows: [t - w/2, t + w/2] clipped to the recording) has, by
+`modalities`:
   v  its video feature (`frame_sampling`): "dense", the normalised mean of the bank cells it covers
      (spacewalk.media.grid.cell_span); "sparse", k frames spread over it from the bank's per-frame features
      (encoders that average frame embeddings only: open_clip, the thumbnail)
@@ -18,10 +19,14 @@ import numpy as np
 import pytorch_lightning as pl
 from torch.utils.data import Dataset
 
-from spacewalk.benchmarks.spacewalk18.dataset import SPLITS, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig, FeatureBank, RecordingBank, unit_rows
+from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
+from spacewalk.benchmarks.spacewalk18.features.build import unit_rows
+from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
+from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
+from spacewalk.core.settings import from_mapping
 from spacewalk.media.grid import cell_span
 
 FRAME_SAMPLINGS = ("dense", "sparse")
@@ -150,7 +155,8 @@ class BankWindowsDataModule(pl.LightningDataModule):
         self.eval_batch_size = eval_batch_size or batch_size
         self.num_workers = num_workers
         self.seed = seed  # the training order of epoch e is a permutation drawn from (seed, e)
-        config = bank_config if isinstance(bank_config, BankConfig) else BankConfig(**(bank_config or {}))
+        config = (bank_config if isinstance(bank_config, BankConfig)
+                  else from_mapping(BankConfig, bank_config, "datamodule.bank_config"))
         self.bank = FeatureBank(bank_dir, dataset, text_encoder=text_encoder,
                                 video_encoder=video_encoder if modalities.video else None, config=config)
         # Video without an encoder object: features extracted elsewhere, in external bank folders

@@ -1,10 +1,9 @@
-"""Intra-video retrieval batches (BENCHMARKS 1.7): a window of length w around the query and around each
-candidate, read from the same per-recording feature banks as step recognition
-(spacewalk/benchmarks/spacewalk18/feature_bank.py).
-Changing w re-slices the bank; nothing is re-encoded.
+"""Intra-video retrieval batches (docs/spacewalk18.md, Intra-video retrieval): a window of length w around the query and
+around each candidate, read from the same per-recording feature banks as step recognition
+(spacewalk/benchmarks/spacewalk18/features/bank.py). Changing w re-slices the bank; nothing is re-encoded.
 
 Samples per split (`samples`): "official" reads tasks/intra-video_retrieval/<split>.json; "generated" runs
-our sampler (spacewalk/benchmarks/spacewalk18/retrieval_sampler.py, settings in `sampler`, seed 43); "auto" (the
+our sampler (spacewalk/benchmarks/spacewalk18/data/retrieval_sampler.py, settings in `sampler`, seed 43); "auto" (the
 default) takes the official file where the root has one and is not a synthetic root, and generates
 otherwise. So on the real release train is generated (the release has no train file) and val/test are the
 official files, and on the synthetic default (recognised by its synthetic.json record) every split comes
@@ -45,18 +44,20 @@ from torch.utils.data import DataLoader
 
 from datamodules.bank_windows import BankWindowsDataModule, Indices
 from datamodules.global_batches import share
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig, RecordingBank
-from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
-from spacewalk.benchmarks.spacewalk18.windows import context_windows
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, RETRIEVAL_DIR, SPLITS, RetrievalSample, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
+from spacewalk.benchmarks.spacewalk18.data.windows import context_windows
+from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
+from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
+from spacewalk.core.settings import from_mapping
 
 log = logging.getLogger(__name__)
 
 SOURCES = ("auto", "official", "generated")
 CHUNK = 2048  # windows per slice of the bank
-SYNTHETIC_RECORD = "synthetic.json"  # spacewalk/benchmarks/spacewalk18/synthetic.py's record of a generated root
+SYNTHETIC_RECORD = "synthetic.json"  # spacewalk/benchmarks/spacewalk18/synthetic/'s record of a generated root
 
 
 @dataclass
@@ -86,7 +87,7 @@ class IntraVideoRetrievalDataModule(BankWindowsDataModule):
                 raise ConfigError(f"samples: expected {{split: one of {SOURCES}}} for splits {SPLITS}, got "
                                   f"{split!r}: {source!r}")
         self.sampler = (sampler if isinstance(sampler, RetrievalSamplerConfig)
-                        else RetrievalSamplerConfig(**(sampler or {})))
+                        else from_mapping(RetrievalSamplerConfig, sampler, "datamodule.sampler"))
         self.splits: dict[str, RetrievalSplit] = {}
         self.samples: dict[str, dict[str, list[RetrievalSample]]] = {}
         self.video_ids: dict[str, list[str]] = {}

@@ -29,8 +29,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from datamodules.all_layer import Item, ShareBatchSampler, ShareLoaders, WindowInputs, sample_rng
 from datamodules.intra_video_retrieval import IntraVideoRetrievalDataModule, RetrievalSplit
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, SPLITS, RetrievalSample
-from spacewalk.benchmarks.spacewalk18.windows import context_windows
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, SPLITS, RetrievalSample
+from spacewalk.benchmarks.spacewalk18.data.windows import context_windows
 from spacewalk.core.errors import ConfigError
 
 

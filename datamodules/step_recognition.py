@@ -29,9 +29,9 @@ models (X-CLIP, VideoMAE) and external features, sparse v would be one encoder c
 frames per sample and context length, which no bank can precompute, so it is refused with an error. The
 LFB heads read the cells, not v, so neither option changes them. t is the window transcript feature:
 the normalised weighted mean of the embeddings of the window's sentences (strict-overlap rule of
-BENCHMARKS 1.3). The paper encodes the joined window text instead; a sentence encoder truncates long
-input (MiniLM: 256 word pieces, about 1.5 min of speech), so the mean keeps every sentence of a
-20-minute window. Within a cell the text block is the embedding of that cell's joined sentences.
+docs/spacewalk18.md, Context windows). The paper encodes the joined window text instead; a sentence encoder truncates
+long input (MiniLM: 256 word pieces, about 1.5 min of speech), so the mean keeps every sentence of a 20-minute window.
+Within a cell the text block is the embedding of that cell's joined sentences.
 
 How t pools the sentences (`text_pool`, the paper is silent since it encodes the joined text):
 - "mean": every sentence of the window counts once;
@@ -59,10 +59,10 @@ from torch.utils.data import DataLoader
 
 from datamodules.bank_windows import BankWindowsDataModule, Indices
 from datamodules.global_batches import global_batch_sampler, share
-from spacewalk.benchmarks.spacewalk18.dataset import SPLITS, Recording, Spacewalk18, StepSample
-from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig
-from spacewalk.benchmarks.spacewalk18.windows import context_windows
-from spacewalk.core.errors import ConfigError
+from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS, Recording, Spacewalk18, StepSample
+from spacewalk.benchmarks.spacewalk18.data.windows import context_windows
+from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
+from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.modalities import Modalities
 from spacewalk.media.grid import cell_of, cell_span
 
@@ -99,6 +99,9 @@ class StepRecognitionDataModule(BankWindowsDataModule):
                          batch_size, eval_batch_size, num_workers, text_pool, empty_text, frame_sampling, num_frames,
                          seed)
         self.cells = True if cells is None else bool(cells)
+        if self.external_video_dim is not None and not self.modalities.text:
+            self.check_external_step_video()
+        self._warned_zero_step_video = False
         self.splits: dict[str, _SplitIndex] = {}
         self.cell_features: dict[str, list[np.ndarray]] = {}  # per split: [num_cells, D] per recording (if cells)
         self.step_features: dict[str, list[np.ndarray]] = {}  # per split: [K+1, D] per recording
@@ -122,7 +125,7 @@ class StepRecognitionDataModule(BankWindowsDataModule):
     def layout_blocks(self) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
         """The blocks of the layout as (modality, start, stop): of the clip and cells ([v], [t, t2] or [v, t, t2])
         and of the step features ([V], [narration, caption] or [V, narration, caption]); for block fusion
-        (spacewalk/benchmarks/spacewalk18/emissions.py)."""
+        (spacewalk/benchmarks/spacewalk18/decoding/emissions.py)."""
         widths = ([("video", self.feature_dim - (2 * self.bank.text_encoder.dim if self.modalities.text else 0))]
                   if self.modalities.video else [])
         if self.modalities.text:
@@ -165,10 +168,35 @@ class StepRecognitionDataModule(BankWindowsDataModule):
             cols["query_pos"].append(query - first)
             if self.cells:  # [num_cells, D] float32 per recording: 144 MB for the whole release at D = 768
                 cells.append(self.layout(bank.video, bank.cell_text, bank.cell_text))
-            steps.append(self.layout(bank.step_video, bank.step_narration, bank.step_caption))
+            steps.append(self.layout(self.steps_video(bank, rec), bank.step_narration, bank.step_caption))
         self.splits[split] = _SplitIndex(**{k: np.concatenate(v) for k, v in cols.items()})
         self.cell_features[split], self.step_features[split] = cells, steps
         self.video_ids[split], self.samples[split] = video_ids, samples
+
+    def check_external_step_video(self) -> None:
+        """modalities=video matches each window against the steps' video features alone, so external features
+        must bring them (step_video.npy, optional beside text): refused before any bank is built, naming the
+        first folder without it."""
+        for video_id in self.bank_ids():
+            file = self.bank.path(video_id) / "step_video.npy"
+            if not file.is_file():
+                raise DataError("modalities=video scores each window against the steps' video features, and this "
+                                "external folder has none: add step_video.npy ([K+1, D], row 0 zero; "
+                                "docs/feature_bank.md), or use modalities=video+text (the steps are then matched "
+                                "by their text, the window by its video and text)", file=file, item=video_id,
+                                field="step_video")
+
+    def steps_video(self, bank, rec: Recording) -> np.ndarray | None:
+        """The steps' video block: the bank's step_video, or zeros where external features come without it
+        (step_video.npy is optional beside text: the steps are then matched by their narration and caption, as
+        Irrelevant's zero row always is, and a trained head still reads the window's video through its map)."""
+        if bank.step_video is not None or not self.modalities.video:
+            return bank.step_video
+        if not self._warned_zero_step_video:
+            log.warning("feature bank: %s has no step_video.npy (external features): the steps' video block is zero "
+                        "and they are matched by their text (docs/feature_bank.md)", bank.video_id)
+            self._warned_zero_step_video = True
+        return np.zeros((len(rec.steps), bank.video.shape[1]), np.float32)
 
     # ---------------------------------------------------------------------------------------------
 

@@ -207,7 +207,7 @@ def main() -> None:
             for row in sparse_seeks(width, height, gop, args.h264_seconds, args.window, 8, 16, args.runs):
                 print(row)
     if args.text_root is not None:
-        from spacewalk.training.common import cpu_bf16_units
+        from spacewalk.training.trainer import cpu_bf16_units
 
         dm = _datamodule(args.text_root, data / "feature_banks" / "spacewalk18" / "minilm", "text", True, 0)
         units = cpu_bf16_units()  # what train.py's warning reads

@@ -23,9 +23,9 @@ initialised (seed 0, no weights downloaded), frames resized at decode to a 224 s
 - `--serial`: also today's serial builder (`--prefetch 0`: decode a batch, then encode it, in turn), unpinned
   on all the process's cores as it runs today.
 
-The builder loop is FeatureBank._video_arrays' video part without the text encoder and the .npy writes (a
-few ms per batch): the same `_batches`, `DecodeAhead` and `encode` calls. Memory: the decoded frames are
-kept for the encode-alone run (0.27 MB a frame: 240 s = 64 MB).
+The builder loop is RecordingBuilder.video_arrays' video part (features/build.py) without the text encoder and the
+.npy writes (a few ms per batch): the same `frame_batches`, `DecodeAhead` and `encode` calls. Memory: the decoded
+frames are kept for the encode-alone run (0.27 MB a frame: 240 s = 64 MB).
 
 Third-party packages it imports: numpy, torch, open_clip_torch (and through it torchvision, pillow, ftfy,
 regex, timm, huggingface_hub, safetensors), av (PyAV: writing the video, and `--backend pyav`), tqdm (through
@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.decode_speed import frame_size, write_720p  # noqa: E402
 
-from spacewalk.benchmarks.spacewalk18.feature_bank import _batches  # noqa: E402
+from spacewalk.benchmarks.spacewalk18.features.build import frame_batches  # noqa: E402
 from spacewalk.encoders.openclip import open_clip_video_encoder  # noqa: E402
 from spacewalk.media.frame_prefetch import DecodeAhead  # noqa: E402
 from spacewalk.media.video import dense_timestamps, open_video  # noqa: E402
@@ -68,7 +68,7 @@ def requests_of(duration: float, frames_per_batch: int) -> list[np.ndarray]:
     cells = [dense_timestamps(j * CELL_SECONDS, min((j + 1) * CELL_SECONDS, duration))
              for j in range(int(np.ceil(duration / CELL_SECONDS)))]
     cells = [c for c in cells if len(c)]
-    return [np.minimum(np.concatenate(cells[a:b]), duration) for a, b in _batches([len(c) for c in cells],
+    return [np.minimum(np.concatenate(cells[a:b]), duration) for a, b in frame_batches([len(c) for c in cells],
                                                                                     frames_per_batch)]
 
 

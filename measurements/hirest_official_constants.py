@@ -9,7 +9,7 @@ inside their checkout (it reads ./data/evaluation/categories.json from there). I
 `language_evaluation` (used by captioning only): when that package is absent, an empty stand-in is put on the
 path for this run, which the segmentation code never touches. The numbers depend on numpy's argsort of a
 constant key in their NMS: numpy 1.x gives the test's "introsort" entries, numpy 2.x on an AVX-512 CPU the
-"identity" ones (BENCHMARKS.md 2.2); the numpy version in use is printed with them.
+"identity" ones (docs/hirest.md, Official scoring rules); the numpy version in use is printed with them.
 
 Step captioning (the CIDEr of the val GT captions against themselves): the authors' evaluate.py computes the
 COCO metrics with `language_evaluation.CocoEvaluator().run_evaluation(candidates, references)` (package

@@ -1,7 +1,7 @@
 """Intra-video retrieval all-layer speed: training samples/s of `model=ivr_all_layer` (the MiniLM text tower) on a
 Spacewalk-18 release, data loading included.
 
-    python measurements/ivr_all_layer_speed.py --root /work/shared/data/spacewalk18 [--steps 3] [--context 30]
+    python measurements/ivr_all_layer_speed.py --root R [--steps 3] [--context 30]   (R: the release)
 
 The recipe's defaults: batch 32 (each sample three windows: query and two candidates), at most 16 sentences
 per training window, AdamW; train samples from our sampler (seed 43), as `train.py ... data=spacewalk18` uses.
@@ -31,7 +31,7 @@ def main() -> None:
     from models.all_layer import TrainableTowers
     from models.intra_video_retrieval_all_layer import AllLayerRetrievalModule
     from spacewalk import encoders
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 
     torch.manual_seed(0)
     start = time.perf_counter()

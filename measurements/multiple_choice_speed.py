@@ -218,9 +218,9 @@ def one_hour_child(scratch: Path, config: str, max_tokens: int) -> None:
     defaults; prints one JSON line: peak RSS before and after the item, its meta (frames, size, visual tokens)."""
     import av
 
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
 
-    task = question_answering_task(None, scratch / "hour", 0, HOUR_SYNTHETIC, max_items=1)
+    task = question_answering_task(None, scratch / "hour", 0, HOUR_SYNTHETIC, limit=1)
     (item,) = task.items()
     backend = model_backend(scratch / "tiny" / "qwen2_5_vl", config, max_new_tokens=max_tokens)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -238,9 +238,9 @@ def one_hour_child(scratch: Path, config: str, max_tokens: int) -> None:
 
 
 def one_hour(scratch: Path, config: str, max_tokens: int) -> None:
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
 
-    question_answering_task(None, scratch / "hour", 0, HOUR_SYNTHETIC, max_items=1)  # generated here, not counted
+    question_answering_task(None, scratch / "hour", 0, HOUR_SYNTHETIC, limit=1)  # generated here, not counted
     done = subprocess.run([sys.executable, __file__, "--one-hour-child", "--scratch", str(scratch),
                            "--model-config", config, "--max-tokens", str(max_tokens)],
                           capture_output=True, text=True)
@@ -289,7 +289,7 @@ def main() -> None:
         one_hour_child(args.scratch, args.model_config, args.max_tokens)
         return
 
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
     from spacewalk.multiple_choice import tiny_models
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -297,7 +297,7 @@ def main() -> None:
         n_test = -(-args.items // 8)
         synthetic = dict(n_train=1, n_val=1, n_test=n_test, minutes=[4, 5], steps_per_video=[3, 5],
                          samples_per_video=40, retrieval_samples_per_video=4, questions_per_video=8)
-        task = question_answering_task(None, scratch / "synthetic", 0, synthetic, max_items=args.items)
+        task = question_answering_task(None, scratch / "synthetic", 0, synthetic, limit=args.items)
         if args.transformers or args.one_hour:
             tiny_models.write(scratch / "tiny", ["qwen2_5_vl"])
         print(f"Spacewalk-18 QA, synthetic: {len(task.items())} items; median of {args.runs} runs; load average "

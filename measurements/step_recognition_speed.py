@@ -38,14 +38,15 @@ SYNTHETIC = dict(n_train=2, n_val=1, n_test=1, progress=False)
 
 
 def dataset_for(root: str | None, scratch: Path):
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
     return Spacewalk18(root) if root else Spacewalk18(ensure_dataset(scratch / "synthetic", seed=0, **SYNTHETIC))
 
 
 def bank_build_times(dataset, scratch: Path, video: bool) -> None:
-    from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig, FeatureBank
+    from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
+    from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
     from spacewalk.encoders import minilm_text_encoder, open_clip_video_encoder
 
     text = minilm_text_encoder()
@@ -57,8 +58,8 @@ def bank_build_times(dataset, scratch: Path, video: bool) -> None:
     print(f"bank build, text (MiniLM), {rec.video_id} ({rec.duration / 3600:.2f} h, {len(rec.transcript)} sentences): "
           f"{seconds:.1f} s")
     if video:
-        from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-        from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+        from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+        from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
         synthetic = Spacewalk18(ensure_dataset(scratch / "synthetic-video", seed=0, **SYNTHETIC))
         rec = synthetic.split("train")[0]
@@ -131,7 +132,7 @@ def one_recipe(root: str | None, scratch: Path, recipe: str, context: float, ste
 
 def naive_route(root: str | None, scratch: Path, context: float, n: int = 64) -> float:
     """Samples/s when every sample's window transcript is encoded from scratch (no bank)."""
-    from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, context_window
+    from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, context_window
     from spacewalk.encoders import minilm_text_encoder
 
     dataset = dataset_for(root, scratch)
@@ -182,7 +183,7 @@ def main() -> None:
     if not args.heads_only:
         bank_build_times(dataset, scratch, args.video)
     # the bank of every training recording, once, before the per-recipe processes reuse it
-    from spacewalk.benchmarks.spacewalk18.feature_bank import FeatureBank
+    from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
     from spacewalk.encoders import minilm_text_encoder
 
     FeatureBank(scratch / "bank-text", dataset, minilm_text_encoder()).build(dataset.splits["train"], progress=False)

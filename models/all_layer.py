@@ -1,4 +1,5 @@
-"""All-layer fine-tuning (BENCHMARKS 1.5): the encoders themselves learn, against frozen step features.
+"""All-layer fine-tuning (docs/spacewalk18.md, The paper's models): the encoders themselves learn, against frozen step
+features.
 
 `TrainableTowers` is a head (models/heads.py's contract: batch -> [B, D] in step-feature space) that owns
 trainable copies of the run's encoders and reads the encoders' inputs the DataModule decodes and tokenises
@@ -72,7 +73,7 @@ def freeze_first_blocks(tower: nn.Module, n: int) -> None:
 
 class TrainableTowers(nn.Module):
     reads_cells = False
-    takes_encoders = True  # spacewalk/training/build.py passes the run's encoders
+    takes_encoders = True  # spacewalk/training/spacewalk18_modules.py passes the run's encoders
 
     def __init__(self, dim: int, modalities: str | Modalities, video_encoder=None, text_encoder=None,
                  video_freeze_blocks: int = 0, text_freeze_blocks: int = 0, activation_checkpointing: bool = False,

@@ -1,7 +1,7 @@
 """Non-learned step-recognition baselines: what any trained model has to beat.
 
 Both score each sample over the K + 1 classes of its recording; the prediction is the argmax. The plan prior
-lives in the library (spacewalk/benchmarks/spacewalk18/plan_prior.py), where the plan decoder uses it too.
+lives in the library (spacewalk/benchmarks/spacewalk18/decoding/plan_prior.py), where the plan decoder uses it too.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import Recording, Spacewalk18, StepSample
-from spacewalk.benchmarks.spacewalk18.plan_prior import PlanPriorBaseline  # noqa: F401  (model=plan_prior; also the decoders' prior)
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, Spacewalk18, StepSample
+from spacewalk.benchmarks.spacewalk18.decoding.plan_prior import PlanPriorBaseline  # noqa: F401  (model=plan_prior; also the decoders' prior)
 
 
 class RandomBaseline:

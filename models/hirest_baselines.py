@@ -1,4 +1,4 @@
-"""The task-specific HiREST baselines of the paper (BENCHMARKS §2.3), no training:
+"""The task-specific HiREST baselines of the paper (docs/hirest.md, The paper's models), no training:
 
 - video retrieval: mean of `num_frames` uniformly spaced frame embeddings, cosine with the query embedding
   (CLIP / EVA-CLIP with 20 frames in the paper);

@@ -1,4 +1,5 @@
-"""The HiREST joint model (BENCHMARKS 2.3): one encoder for moment retrieval, segmentation and captioning.
+"""The HiREST joint model (docs/hirest.md, The paper's models): one encoder for moment retrieval, segmentation and
+captioning.
 
 The parts, one idea each: the network (models/hirest_joint_network.py), what it is trained on
 (models/hirest_joint_losses.py), the segmentation decoding (models/hirest_segmentation.py), the captions'
@@ -26,7 +27,7 @@ the original differs: the captioning loss ignores padding tokens (CLIP4Caption's
 trains every [PAD] after [SEP]), and padded frames are masked in attention (the original's encoder gets an
 all-zero mask, which masks nothing).
 
-Test and predict write the official formats (BENCHMARKS 2.2), atomically, into `output_dir`:
+Test and predict write the official formats (docs/hirest.md, Official scoring rules), atomically, into `output_dir`:
   predictions_moment_retrieval.json    {query: {video: {"bounds": [s, e]}}}
   predictions_moment_segmentation.json {video: {"bounds": [[s, e], ...]}}
   predictions_step_captioning.json     {video: {"captions": [{"sentence": ...}, ...], "bounds": [[s, e], ...]}}

@@ -1,4 +1,4 @@
-"""What the HiREST joint model is trained on, one loss per task (BENCHMARKS 2.3):
+"""What the HiREST joint model is trained on, one loss per task (docs/hirest.md, The paper's models):
 - moment retrieval: BCE of the start and end heads against one-hot frames, over the video's frames;
 - moment segmentation: cross-entropy for the next boundary, teacher forced (the region and the boundaries
   so far are in the batch);

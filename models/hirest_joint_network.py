@@ -1,5 +1,5 @@
-"""The HiREST joint model's network (BENCHMARKS 2.3): the shared encoder, the three task heads and the caption
-decoder (models/hirest_joint.py trains it; models/hirest_joint_losses.py says what it is trained on).
+"""The HiREST joint model's network (docs/hirest.md, The paper's models): the shared encoder, the three task heads and
+the caption decoder (models/hirest_joint.py trains it; models/hirest_joint_losses.py says what it is trained on).
 
 Architecture (the authors' j-min/HiREST `modeling.py` + CLIP4Caption, re-written; every size is a
 constructor argument with the paper's default):

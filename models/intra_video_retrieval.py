@@ -1,4 +1,5 @@
-"""Intra-video retrieval (BENCHMARKS 1.7): which of two candidate windows comes from the query window's step.
+"""Intra-video retrieval (docs/spacewalk18.md, Intra-video retrieval): which of two candidate windows comes from the
+query window's step.
 
 score_c = <G^q(f_q), G^c(f_c)> / temperature for the two candidates c (features unit-normalised after
 the maps when `normalize`), prediction = argmax. Heads:
@@ -9,14 +10,14 @@ A tie (e.g. both candidates scoring the same against a silent query window) is b
 drawn from a generator seeded with `tie_seed` and the sample's place in its split, so a run is
 reproducible.
 
-Validation and test collect the scores of every sample and score whole videos at the end of the epoch
-(accuracy per video, then the mean, spacewalk.benchmarks.spacewalk18.scoring.retrieval_accuracy); under DDP each process
-scores its share of every batch and the scores are gathered first, so the loss (the mean cross-entropy over
-the split) and the accuracy are one process's. Training batches are global batches of which each process
-holds a share (`labelled_total` is the global batch's size): the loss is weighted so that DDP's gradient
-average is the global batch's mean (StepRecognitionModule.share_of_global_loss); a padding share (a last
-batch smaller than the number of processes) adds nothing. The test epoch writes predictions.json in the
-official format ({video_id: [0 | 1, ...]}) into `output_dir`.
+Validation and test collect the scores of every sample and score whole videos at the end of the epoch (accuracy per
+video, then the mean, spacewalk.benchmarks.spacewalk18.scoring.official.retrieval_accuracy); under DDP each process
+scores its share of every batch and the scores are gathered first, so the loss (the mean cross-entropy over the split)
+and the accuracy are one process's. Training batches are global batches of which each process holds a share
+(`labelled_total` is the global batch's size): the loss is weighted so that DDP's gradient average is the global
+batch's mean (StepRecognitionModule.share_of_global_loss); a padding share (a last batch smaller than the number of
+processes) adds nothing. The test epoch writes predictions.json in the official format ({video_id: [0 | 1, ...]}) into
+`output_dir`.
 
 Subclasses make the features themselves (`features(batch)`): the all-layer recipe
 (models/intra_video_retrieval_all_layer.py) runs trainable encoders on the windows' frames and sentences.
@@ -36,8 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.step_recognition import StepRecognitionModule
-from spacewalk.benchmarks.spacewalk18.predictions import write_retrieval_predictions
-from spacewalk.benchmarks.spacewalk18.scoring import retrieval_accuracy
+from spacewalk.benchmarks.spacewalk18.scoring.official import retrieval_accuracy
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_retrieval_predictions
 from spacewalk.core.errors import ConfigError
 from spacewalk.results.layout import PREDICTIONS
 

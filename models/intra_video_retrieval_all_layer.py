@@ -1,5 +1,5 @@
-"""Intra-video retrieval, all-layer fine-tuning (BENCHMARKS 1.7; the paper: EgoVLP, AdamW lr 1e-6, 1 epoch,
-batch 32): the encoders themselves learn.
+"""Intra-video retrieval, all-layer fine-tuning (docs/spacewalk18.md, Intra-video retrieval; the paper: EgoVLP, AdamW lr
+1e-6, 1 epoch, batch 32): the encoders themselves learn.
 
 The towers are step recognition's (models/all_layer.py: TrainableTowers, trainable copies of the run's video
 encoder's tower, `trainable_tower()`: open_clip, X-CLIP or VideoMAE, and the MiniLM text tower) in retrieval's

@@ -1,4 +1,4 @@
-"""Non-learned intra-video retrieval (BENCHMARKS 1.7): the TW-FINCH clustering baseline.
+"""Non-learned intra-video retrieval (docs/spacewalk18.md, Intra-video retrieval): the TW-FINCH clustering baseline.
 
 TW-FINCH: windows of `window_seconds` (12 s) every `stride_seconds` (1 s) over the whole recording,
 clustered by spacewalk.algorithms.tw_finch into `n_clusters` (100) temporally weighted clusters; a sample's
@@ -19,7 +19,7 @@ import logging
 import numpy as np
 
 from spacewalk.algorithms.tw_finch import tw_finch
-from spacewalk.benchmarks.spacewalk18.dataset import FPS
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS
 from spacewalk.core.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""The threshold tau for Irrelevant (BENCHMARKS 1.5): predict the best step if its score is >= tau, else 0.
+"""The threshold tau for Irrelevant (docs/spacewalk18.md, The paper's models): predict the best step if its score is >=
+tau, else 0.
 
 Trained models never see Irrelevant as a class, so tau is chosen on the validation split as the value
 with the best F1. The authors do not define "best F1"; two objectives are offered:

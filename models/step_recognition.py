@@ -1,4 +1,5 @@
-"""Step recognition as contrastive scoring against the recording's step features (BENCHMARKS 1.5).
+"""Step recognition as contrastive scoring against the recording's step features (docs/spacewalk18.md, The paper's
+models).
 
 score_i = scale * <head(batch), f_i^a> for the recording's classes i = 0..K (padding rows -inf). Trained
 with cross-entropy over steps 1..K only, on samples labelled 1..K: Irrelevant is not a class during
@@ -40,11 +41,11 @@ from torch import nn
 
 from models.heads import head_reads_cells
 from models.irrelevant_threshold import OBJECTIVES, Objective, apply_threshold, fit_threshold
-from spacewalk.benchmarks.spacewalk18.dataset import Recording, StepSample
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, StepSample
 from spacewalk.benchmarks.spacewalk18.headlines import STEP_RECOGNITION
-from spacewalk.benchmarks.spacewalk18.predictions import write_step_predictions
-from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
-from spacewalk.benchmarks.spacewalk18.step_recognition_metric import StepRecognitionMetric, VideoOutputs
+from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_step_predictions
+from spacewalk.benchmarks.spacewalk18.scoring.step_recognition_metric import StepRecognitionMetric, VideoOutputs
 from spacewalk.core.errors import ConfigError
 from spacewalk.results.layout import PREDICTIONS
 

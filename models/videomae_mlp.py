@@ -1,5 +1,5 @@
-"""The VideoMAE baseline (BENCHMARKS 1.5): a clip's VideoMAE embedding, an MLP trained to map it to the
-SentenceBERT (MiniLM) embedding of the step caption, prediction by the nearest step caption.
+"""The VideoMAE baseline (docs/spacewalk18.md, The paper's models): a clip's VideoMAE embedding, an MLP trained to map
+it to the SentenceBERT (MiniLM) embedding of the step caption, prediction by the nearest step caption.
 
 The batch is the bank DataModule's with modalities=video+text (datamodules/step_recognition.py): the clip
 layout is [v, t, t] and the step layout [F_v(V^a), F_t(T^a), F_t(C^a)]; this recipe reads only v of the clip

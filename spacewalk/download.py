@@ -10,7 +10,8 @@ sha256, its videos (or why no command here can fetch them, and where the user ge
 features (`--features`), and how the result is validated. `--source` is a local copy or mirror in the
 release layout to fetch the same files from.
 
-Files already present are kept (re-running resumes an interrupted download); each file is written to a
+Files already present are kept when their sha256 is the release's (re-running resumes an interrupted
+download; a different file under a release file's name is refused, naming it); each file is written to a
 temporary name, checked against its sha256, and renamed, so nothing half-written or changed ever carries a
 final name. The result is validated with the project's reader before the command reports success.
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from spacewalk.benchmarks.registry import Benchmark, ReleaseFile, check_sha256, discover
+from spacewalk.core.arguments import output_folder
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import atomic_path
 
@@ -56,10 +58,23 @@ def download_annotations(benchmark: Benchmark, root: Path, source: str | None = 
     written = []
     for f in tqdm(benchmark.release.files, desc=f"{benchmark.name} annotations", unit="file"):
         dest = root / f.path
-        if not dest.is_file():
-            _fetch(url(f), dest, f.sha256)
-            written.append(dest)
+        if dest.is_file():
+            # kept only when it is the release's: a root that holds another file under the name (the test
+            # split's GT where val's belongs, an edited copy) would be validated and scored as if it were
+            check_existing(dest, f.sha256)
+            continue
+        _fetch(url(f), dest, f.sha256)
+        written.append(dest)
     return written
+
+
+def check_existing(path: Path, sha256: str | None) -> None:
+    """A file already in the root must be the release's (files without a pinned sha256 are kept as they are)."""
+    try:
+        check_sha256(path, sha256, path)
+    except DataError as error:
+        raise DataError(f"{error}; this root's file is not the release's: delete it to fetch the release's, or "
+                        "download into another root") from None
 
 
 def download_features(benchmark: Benchmark, root: Path) -> list[Path]:
@@ -120,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     benchmarks = discover()
     parser = argparse.ArgumentParser(prog="python -m spacewalk.download", description=__doc__.split("\n\n")[0])
     parser.add_argument("benchmark", choices=sorted(benchmarks))
-    parser.add_argument("--root", required=True, type=Path, help="dataset root to fill (created if missing)")
+    parser.add_argument("--root", required=True, type=output_folder, help="dataset root to fill (created if missing)")
     parser.add_argument("--source", help="a URL or local folder in the release layout to fetch from instead")
     parser.add_argument("--videos", action="store_true", help="also download the videos with yt-dlp")
     parser.add_argument("--features", action="store_true",

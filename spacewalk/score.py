@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from spacewalk.benchmarks.registry import ScoreCommand, ScoringFailed, UsageError, discover
+from spacewalk.core.arguments import output_file
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import write_json
 
@@ -39,7 +40,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.add_argument("--predictions", type=Path, required=True, help="prediction file in the official format")
         command.arguments(sub)
-        sub.add_argument("--output", type=Path, help="also write the metrics to this JSON file")
+        sub.add_argument("--output", type=output_file, help="also write the metrics to this JSON file")
         parsers[name] = sub
     return parser, parsers
 

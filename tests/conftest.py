@@ -167,8 +167,8 @@ def write_tiny_root(root: Path, n_samples: int = 30) -> Path:
     """A hand-made three-recording dataset in the official layout, small enough to reason about."""
     import csv
 
-    from spacewalk.benchmarks.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Segment, frame_of, samples_to_json
-    from spacewalk.benchmarks.spacewalk18.sampler import step_samples
+    from spacewalk.benchmarks.spacewalk18.data.dataset import IRRELEVANT_DESCRIPTION, Segment, frame_of, samples_to_json
+    from spacewalk.benchmarks.spacewalk18.data.step_sampler import step_samples
     from spacewalk.core.io import write_json
 
     bounds = [(0, 10, -1), (10, 40, 1), (40, 50, 0), (50, 80, 2), (80, 90, -1), (90, 100, 1), (100, 120, -1)]
@@ -210,9 +210,9 @@ def tiny_root(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def synthetic_spacewalk18(tmp_path_factory):
-    """make(**options) -> the root of a synthetic Spacewalk-18 (spacewalk/benchmarks/spacewalk18/synthetic.py
+    """make(**options) -> the root of a synthetic Spacewalk-18 (spacewalk/benchmarks/spacewalk18/synthetic/
     Options)."""
-    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
     roots: dict[str, Path] = {}
 

@@ -1,13 +1,17 @@
 """A stub OpenAI-compatible chat-completions server on 127.0.0.1 (no other network): serves queued replies (or
 replies derived from each request: `respond`, with the toy task below) and
-records each request. Shared by the OpenAI client tests and the EgoCross judge tests."""
+records each request. Shared by the OpenAI client tests and the EgoCross judge tests. A queued `Raw` reply
+misbehaves as a broken server does: any bytes (not JSON, too many), sent a byte at a time, or with a
+Content-Length it does not keep; `refused_url()` is an address where nothing listens."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -20,17 +24,61 @@ from spacewalk.multiple_choice.parsing import parse_letter
 from spacewalk.multiple_choice.task import Prompt
 
 
+@dataclass(frozen=True)
+class Raw:
+    """A reply as bytes: `body` after `delay` seconds, `seconds_per_byte` between its bytes (a trickle), with a
+    Content-Length of `length` (None: the body's own; a larger one: the connection closes before it is kept), or
+    none (`send_length` false: the body ends when the connection closes)."""
+
+    body: bytes
+    status: int = 200
+    delay: float = 0.0
+    seconds_per_byte: float = 0.0
+    length: int | None = None
+    send_length: bool = True
+
+
+def chat_reply(text: str) -> bytes:
+    return json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
+
+
+def refused_url() -> str:
+    """A base URL on 127.0.0.1 where nothing listens (a port just freed): connections to it are refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
 class Stub:
-    """Serves the queued (status, reply text, delay) in order, then `respond(body)`'s (status, reply text, delay)
-    when set, else 200 with `default`; records each request and the most requests it held at once
-    (`max_in_flight`)."""
+    """Serves the queued (status, reply text, delay) or `Raw` replies in order, then `respond(body)`'s (status,
+    reply text, delay) when set, else 200 with `default`; records each request and the most requests it held at
+    once (`max_in_flight`). A delay or trickle ends early when the stub closes."""
 
     def __init__(self):
         self.queue, self.requests, self.default = [], [], "Answer: B"
         self.respond = None
         self.in_flight = self.max_in_flight = 0
+        self.closing = threading.Event()
         lock = threading.Lock()
         stub = self
+
+        def send_raw(handler, raw: Raw) -> None:
+            if stub.closing.wait(raw.delay):
+                return
+            handler.send_response(raw.status)
+            handler.send_header("Content-Type", "application/json")
+            if raw.send_length:
+                handler.send_header("Content-Length", str(len(raw.body) if raw.length is None else raw.length))
+            handler.end_headers()
+            if not raw.seconds_per_byte:
+                handler.wfile.write(raw.body)
+                return
+            for k in range(len(raw.body)):
+                handler.wfile.write(raw.body[k:k + 1])
+                handler.wfile.flush()
+                if stub.closing.wait(raw.seconds_per_byte):
+                    return
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
@@ -40,9 +88,19 @@ class Stub:
                                           "time": time.monotonic()})
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
-                    status, text, delay = (stub.queue.pop(0) if stub.queue else stub.respond(body) if stub.respond
-                                           else (200, stub.default, 0))
-                time.sleep(delay)
+                    reply = (stub.queue.pop(0) if stub.queue else stub.respond(body) if stub.respond
+                             else (200, stub.default, 0))
+                if isinstance(reply, Raw):
+                    try:
+                        send_raw(self, reply)
+                    except (BrokenPipeError, ConnectionResetError):  # the client gave up and left
+                        pass
+                    with lock:
+                        stub.in_flight -= 1
+                    self.close_connection = True
+                    return
+                status, text, delay = reply
+                stub.closing.wait(delay)
                 with lock:
                     stub.in_flight -= 1
                 payload = (json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}],
@@ -67,6 +125,7 @@ class Stub:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def close(self):
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()
 

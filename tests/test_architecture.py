@@ -126,7 +126,8 @@ def test_benchmarks_never_import_each_other_and_models_never_import_data_modules
 
 def test_the_checks_see_what_they_check():
     # the graph is read from real imports: a known edge is there, and a made-up circle would be caught
-    assert "spacewalk.benchmarks.spacewalk18.dataset" in GRAPH["spacewalk.benchmarks.spacewalk18.sampler"]
+    assert ("spacewalk.benchmarks.spacewalk18.data.dataset"
+            in GRAPH["spacewalk.benchmarks.spacewalk18.data.step_sampler"])
     assert "models.heads" in GRAPH["models.step_recognition"]
     # `from spacewalk.benchmarks.hirest import scoring`
     assert "spacewalk.benchmarks.hirest.scoring" in GRAPH["spacewalk.benchmarks.hirest.benchmark"]
@@ -141,3 +142,35 @@ def test_no_shared_module_names_a_benchmark():
         <= set(shared)
     naming = {m: sorted(n for n in GRAPH[m] if any(in_package(n, b) for b in BENCHMARKS)) for m in shared}
     assert {m: ns for m, ns in naming.items() if ns} == {}
+
+
+# ---- docs/architecture.md names every package ------------------------------------------------------------------
+
+def documented_tree() -> set[str]:
+    """The folders of docs/architecture.md's package tree (its first ```text block): one per line, indented two
+    spaces a level, named with a trailing slash."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    folders, stack = set(), []
+    for line in block.splitlines():
+        name = line.strip().split(" ", 1)[0] if line.strip() else ""
+        if not name.endswith("/"):
+            continue
+        depth = (len(line) - len(line.lstrip())) // 2
+        stack = stack[:depth] + [name.rstrip("/")]
+        folders.add("/".join(stack))
+    return folders
+
+
+def test_the_architecture_page_names_every_package_and_only_those():
+    packages = {str(p.parent.relative_to(REPO)) for top in PACKAGES for p in (REPO / top).rglob("__init__.py")}
+    tree = documented_tree()
+    assert packages - tree == set()  # every package is drawn where it is
+    drawn_packages = {f for f in tree if f.split("/")[0] in PACKAGES}
+    assert {f for f in drawn_packages if not (REPO / f / "__init__.py").is_file()} == set()  # nothing stale
+
+
+def test_at_most_eight_loose_modules_at_the_top_of_the_library():
+    loose = {p.stem for p in (REPO / "spacewalk").glob("*.py") if p.stem != "__init__"}
+    assert len(loose) <= 8, sorted(loose)
+    assert {"score", "download", "report", "compare", "power"} <= loose  # the commands, thin fronts of packages

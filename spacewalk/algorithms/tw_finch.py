@@ -1,6 +1,7 @@
 """TW-FINCH: temporally weighted first-neighbour clustering of a video's frames into temporal segments
 (Sarfraz et al., "Temporally-Weighted Hierarchical Clustering for Unsupervised Action Segmentation",
-CVPR 2021), the clustering baseline of Spacewalk-18's intra-video retrieval (BENCHMARKS 1.7).
+CVPR 2021), the clustering baseline of Spacewalk-18's intra-video retrieval (docs/spacewalk18.md, Intra-video
+retrieval).
 
 Our own implementation, because no package provides the temporally weighted variant: `finch-clust` on
 PyPI is plain FINCH, whose first neighbours ignore time (its `initial_rank` fixes only the first level).

@@ -4,7 +4,8 @@ A benchmark is the subpackage `spacewalk/benchmarks/<name>/` plus its configs. I
 `spacewalk/benchmarks/<name>/benchmark.py` defines `BENCHMARK = Benchmark(...)`: its name (the package's), the release
 that `python -m spacewalk.download <name>` fetches (every file pinned to a commit, with its sha256 where
 known), how a fetched release is validated, the `python -m spacewalk.score` subcommand(s) that score a
-prediction file, and how a finished run is re-scored from its recorded predictions (spacewalk/results/rescore.py).
+prediction file, how a finished run is re-scored from its recorded predictions (spacewalk/results/rescore.py), and
+which of its multiple-choice tasks `python -m spacewalk.multiple_choice.lmms_eval export` writes as lmms-eval tasks.
 `discover()` scans the `spacewalk.benchmarks` package's subpackages for that module (pkgutil, reading
 folders, importing only the registration modules), so no central list names the benchmarks: the score and
 download commands and the architecture test all read the registry.
@@ -132,6 +133,29 @@ class Headline:
 
 
 @dataclass(frozen=True)
+class LmmsEvalTask:
+    """One multiple-choice task of the benchmark as an lmms-eval task (spacewalk/multiple_choice/lmms_eval/):
+    `name` (lmms-eval's task name, unique over the benchmarks), `factory` (the dotted path of the function that
+    builds the task, the `_target_` of its data config) with `settings` (its keyword arguments beyond the data
+    keys every data config shares), `limit` (the factory's "first N items" argument, what lmms-eval's --limit N
+    becomes), `metrics` (metrics.json's numbers lmms-eval reports: name -> higher is better), `data_config` (the
+    conf/data config that runs the same task with evaluate.py), `cluster` (the item
+    meta key lmms-eval's clustered standard error groups by, e.g. the recording), `group` (an lmms-eval group that
+    runs it with its siblings by one name) and `notes` (the task README's account of where lmms-eval's own habits
+    and this task's official rules differ)."""
+
+    name: str
+    factory: str
+    settings: Mapping[str, Any]
+    limit: str | None
+    metrics: Mapping[str, bool]
+    data_config: str  # the conf/data config of the same task under evaluate.py (a report's `data` key)
+    cluster: str | None = None
+    group: str | None = None
+    notes: str = ""
+
+
+@dataclass(frozen=True)
 class Benchmark:
     name: str  # the package's name: spacewalk/benchmarks/<name>/
     release: Release
@@ -144,6 +168,8 @@ class Benchmark:
     # composed or resolved config as a dict; None: none of them)
     headlines: Mapping[str, tuple[Headline, ...]] = field(default_factory=dict)
     task_of: Callable[[Mapping[str, Any]], str | None] | None = None
+    # its multiple-choice tasks as lmms-eval tasks (python -m spacewalk.multiple_choice.lmms_eval export)
+    lmms_eval: tuple[LmmsEvalTask, ...] = ()
 
     @property
     def package(self) -> str:
@@ -215,6 +241,9 @@ def discover() -> dict[str, Benchmark]:
     defaults = [c.name for c in commands if c.default]
     if len(defaults) > 1:
         raise ValueError(f"more than one default score subcommand: {defaults}")
+    tasks = [t.name for b in benchmarks.values() for t in b.lmms_eval]
+    if len(set(tasks)) != len(tasks):
+        raise ValueError(f"two benchmarks register the same lmms-eval task name: {sorted(tasks)}")
     return dict(sorted(benchmarks.items()))
 
 

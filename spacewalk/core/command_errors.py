@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from spacewalk.core.errors import UserInputError
+from spacewalk.core.errors import ConfigError, UserInputError
 
 EXIT_USER_ERROR = 2  # as argparse exits on a bad argument
 TRACEBACK_VARIABLE = "SPACEWALK_TRACEBACK"
@@ -30,15 +30,38 @@ _WRAPPING_LIBRARIES = ("hydra", "omegaconf")
 def user_error_in(error: BaseException) -> UserInputError | None:
     """The user's error that `error` is or wraps, else None (a bug). Follows explicit causes (`raise X from e`)
     and, for the wrapping libraries' exceptions only, the exception being handled when they raised: an error
-    of ours raised while handling a user error is a bug, not that user error."""
+    of ours raised while handling a user error is a bug, not that user error. A config key its target does not
+    take is the user's too (`config_key_not_taken`)."""
     seen = set()
     while error is not None and id(error) not in seen:
         if isinstance(error, UserInputError):
             return error
         seen.add(id(error))
         wrapper = type(error).__module__.split(".")[0] in _WRAPPING_LIBRARIES
+        if wrapper and (not_taken := config_key_not_taken(error)) is not None:
+            return not_taken
         error = error.__cause__ or (error.__context__ if wrapper else None)
     return None
+
+
+def config_key_not_taken(error: BaseException) -> UserInputError | None:
+    """Hydra's instantiate calling a config's `_target_` with a key it does not take (`+model.tempreature=0`) or
+    without one it needs: Python's TypeError at the call itself, which Hydra wraps naming the target and the key
+    (`full_key: model`). It is the user's when the TypeError's innermost frame is Hydra's own (the arguments did
+    not bind, so the target never ran); a TypeError raised inside the target is a bug."""
+    cause = error.__cause__
+    if not isinstance(cause, TypeError) or "target" not in str(error):
+        return None
+    frame = cause.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    if frame is None or not str(frame.tb_frame.f_globals.get("__name__", "")).startswith("hydra."):
+        return None
+    lines = str(error).splitlines()
+    key = next((line.removeprefix("full_key: ") for line in lines if line.startswith("full_key: ")), None)
+    target = lines[0].split("'")[1] if lines and lines[0].count("'") >= 2 else "its _target_"
+    return ConfigError(f"{key or 'the config'}: {cause} ({target} does not take a key of this config, or needs one "
+                       "it lacks: check the keys' spelling, or drop a key that belongs to another model or data)")
 
 
 @contextmanager

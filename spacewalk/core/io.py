@@ -21,7 +21,7 @@ def load_json(path: str | Path) -> Any:
     once, whichever copy came last)."""
     path = Path(path)
     if not path.is_file():
-        raise DataError("file not found", file=path)
+        raise DataError("is a folder, not a file" if path.is_dir() else "file not found", file=path)
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f, object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
@@ -42,15 +42,37 @@ def _unique_keys(pairs: list[tuple[str, Any]], path: Path) -> dict[str, Any]:
     return out
 
 
+def file_in_the_way(folder: str | Path) -> Path | None:
+    """The first of `folder` and its parents (from the top) that exists and is not a folder: what stops `folder`
+    from being made; None when nothing does."""
+    folder = Path(folder)
+    return next((p for p in [*reversed(folder.parents), folder] if p.exists() and not p.is_dir()), None)
+
+
+def make_folder(folder: str | Path) -> Path:
+    """`mkdir -p folder`, a file where a folder must be refused naming that file (os.makedirs raises
+    NotADirectoryError or FileExistsError with a path that may be a temporary name of ours)."""
+    folder = Path(folder)
+    blocker = file_in_the_way(folder)
+    if blocker is not None:
+        needed = "" if blocker == folder else f" (to hold {folder})"
+        raise DataError(f"is a file, where a folder is needed{needed}", file=blocker)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it over `path` only if the block succeeds.
 
     Readers therefore never see a half-written file, and an interrupted writer leaves no debris
-    under the final name.
+    under the final name. A folder at `path`, or a file where one of its folders must be, is refused before
+    the block runs.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise DataError("is a folder, where a file is to be written: give a file's path", file=path)
+    make_folder(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp = Path(tmp)
@@ -72,10 +94,13 @@ def atomic_dir(path: str | Path, replace: bool = True) -> Iterator[Path]:
 
     A dataset or feature bank is built whole in the work folder, so an interrupted build never leaves
     half a folder under the final name (the work folder is deleted on failure). An existing `path` is
-    replaced (moved aside, then deleted) when `replace`; otherwise it is a FileExistsError.
+    replaced (moved aside, then deleted) when `replace`; otherwise it is a FileExistsError. A file at `path` is
+    never replaced (a folder is what is asked for there: a path given for the wrong thing).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not path.is_dir():
+        raise DataError("is a file, where a folder is to be written: give a folder's path", file=path)
+    make_folder(path.parent)
     work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent))
     try:
         yield work

@@ -31,6 +31,10 @@ class FrameRule:
             raise ConfigError("give exactly one of num_frames (uniform sampling) or fps (an fps rule)")
         if self.num_frames is not None and self.num_frames < 1:
             raise ConfigError(f"num_frames must be at least 1, got {self.num_frames}")
+        if self.fps is not None and not self.fps > 0:  # a negative rate would step backwards from the start
+            raise ConfigError(f"fps must be above 0, got {self.fps}")
+        if self.max_frames is not None and self.max_frames < 1:
+            raise ConfigError(f"max_frames must be at least 1 (or null: no cap), got {self.max_frames}")
 
     def timestamps(self, start: float, end: float) -> np.ndarray:
         if self.num_frames is not None:

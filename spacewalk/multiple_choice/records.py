@@ -29,11 +29,13 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import IO, Any
 
+from spacewalk.core.arguments import existing_folder
 from spacewalk.core.command_errors import user_errors_reported
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import atomic_path
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.task import Record
+from spacewalk.results.layout import PREDICTIONS
 
 log = logging.getLogger(__name__)
 
@@ -258,21 +260,34 @@ def item_records(run_dir: str | Path, items: Sequence[Any]) -> list[Record]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Print a multiple-choice run's records with their prompts.")
-    parser.add_argument("run_dir", type=Path)
+    parser = argparse.ArgumentParser(prog="python -m spacewalk.multiple_choice.records",
+                                     description="Print a multiple-choice run's records with their prompts.")
+    parser.add_argument("run_dir", type=existing_folder, help="a multiple-choice run's directory")
     parser.add_argument("item_ids", nargs="*", help="only these items (default: all)")
     args = parser.parse_args(argv)
-    with user_errors_reported():  # a torn or hand-edited file: its message, no traceback
-        records = read_run(args.run_dir)
-    wanted = set(args.item_ids)
-    unknown = wanted - {r.item_id for r in records}
-    if unknown:
-        raise SystemExit(f"{args.run_dir / RECORDS}: no record of items {sorted(unknown)[:5]}")
+    with user_errors_reported():  # a torn or hand-edited file, another kind of run: its message, no traceback
+        records = read_run(checked_run_dir(args.run_dir))
+        wanted = set(args.item_ids)
+        unknown = wanted - {r.item_id for r in records}
+        if unknown:
+            raise DataError(f"no record of items {sorted(unknown)[:5]}", file=args.run_dir / RECORDS)
     for record in records:
         if wanted and record.item_id not in wanted:
             continue
         print(f"=== {record.item_id}: choice {record.choice}, correct {record.correct}\n{record.prompt}\n"
               f"--- reply\n{record.reply}\n")
+
+
+def checked_run_dir(run_dir: Path) -> Path:
+    """`run_dir` when it holds a multiple-choice run's records; otherwise a DataError that says what it holds
+    instead (printing nothing would read as a run with no items)."""
+    if (run_dir / RECORDS).is_file():
+        return run_dir
+    if any(run_dir.glob("records.rank*.jsonl")):
+        raise DataError(f"only the ranks' shards (records.rank<r>.jsonl), no {RECORDS}: the run has not finished; "
+                        "re-run its command to finish it", file=run_dir)
+    kind = f" (it holds {PREDICTIONS}: a run of another task)" if (run_dir / PREDICTIONS).is_file() else ""
+    raise DataError(f"no {RECORDS}: not a multiple-choice run's directory{kind}", file=run_dir)
 
 
 if __name__ == "__main__":

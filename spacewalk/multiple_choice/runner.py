@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -117,6 +118,12 @@ def items_digest(items: Sequence[MultipleChoiceItem]) -> str:
     return hashlib.sha256(json.dumps(content, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def check_run_identity(run_dir: Path, identity: Mapping[str, Any]) -> None:
     """Refuse to resume a run directory made with other settings or other items; write the identity on first
     use."""
@@ -124,7 +131,9 @@ def check_run_identity(run_dir: Path, identity: Mapping[str, Any]) -> None:
     identity = json.loads(json.dumps(identity, default=str))  # the form it takes once written
     if path.is_file():
         previous = load_json(path)
-        if previous != identity:
+        # a setting at null is the same run as one without it: a setting added since (at its null default, as
+        # data.limit) does not make an existing run another
+        if _without_nulls(previous) != _without_nulls(identity):
             diff = sorted(k for k in set(previous) | set(identity) if previous.get(k) != identity.get(k))
             what = [*(["other settings"] if set(diff) - {"items", "items_digest"} else []),
                     *(["other items (the task's questions, options, answers or transcripts changed since: its "
@@ -201,9 +210,14 @@ def run(task: MultipleChoiceTask, backend: Backend, run_dir: str | Path, *, chun
     run_dir.mkdir(parents=True, exist_ok=True)
     rank, world_size = rank_and_world(rank, world_size)
     items = list(task.items())
+    if not items:  # metrics over no item would be a 0 % (or a division by zero) that reads as a result
+        raise DataError(f"task {task.name} has no items to answer (an empty questions file, or a filter that keeps "
+                        "none)")
     ids = [item.id for item in items]
-    if len(set(ids)) != len(ids):
-        raise DataError(f"task {task.name}: item ids are not unique")
+    repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if repeated:  # records are kept by item id: a second item with it would take the first's reply
+        raise DataError(f"task {task.name}: item ids {repeated[:5]} occur more than once; each item needs its own "
+                        "id")
     backend, generation = generation_record(task, backend)
     log.info("generation limits: %s", json.dumps(generation))
     # what a video LLM was shown (its frame rule and visual budget, spacewalk/multiple_choice/budget.py), where the

@@ -29,10 +29,13 @@ class Prompt:
     - a `Visual`: a context visual bound to that place (the mission's animated preview, a step's middle
       frame, ...), shown there as a video (a slice) or an image (a still, `Visual.time`).
     `system` is an optional system message. The task writes the benchmark's official wording; backends
-    never rewrite it. `visual_parts(item)` gives every backend the same reading of the parts."""
+    never rewrite it. `visual_parts(item)` gives every backend the same reading of the parts.
+    `labels`: how the prompt names each option (its letter or number, what the task's parser reads as that
+    option), for backends that score the options by likelihood (None: a prompt without options to name)."""
 
     parts: tuple[str | Visual, ...]
     system: str | None = None
+    labels: tuple[str, ...] | None = None
 
     VISUAL = "<visual>"
 

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from spacewalk.core.arguments import output_folder
 from spacewalk.core.command_errors import user_errors_reported
 from spacewalk.core.errors import ConfigError
 
@@ -221,7 +222,7 @@ def write(out: str | Path, families: Sequence[str] = FAMILIES, seed: int = 0) ->
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.multiple_choice.tiny_models",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="writes OUT/<family>/ for each family")
+    parser.add_argument("--out", type=output_folder, required=True, help="writes OUT/<family>/ for each family")
     parser.add_argument("--family", choices=FAMILIES, action="append",
                         help="only this family (repeatable; default: all)")
     parser.add_argument("--seed", type=int, default=0, help="the random initialisation's seed")

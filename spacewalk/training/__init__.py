@@ -4,13 +4,16 @@ DataModules (datamodules/). The rest of `spacewalk` imports neither (tests/test_
 `train.py` and `evaluate.py` call `train(cfg)` and `evaluate(cfg)` here: the one run sequence of `run` (check
 the model against the task, fit, choose on val, test, write). What differs per task comes from the composed
 config: `task.recipe` (conf/task/, chosen by each data config or `task=`) names a module of this package whose
-`RECIPE` (a `run.Recipe`) holds the task's hooks; `task.models` lists the models the task runs. A new task adds
-a conf/task/ file and such a module, nothing here.
+`RECIPE` (a `run.Recipe`) holds the task's hooks; each model config says which tasks it serves (`_tasks_`,
+checked by `tasks`). A new task adds a conf/task/ file and such a module, nothing here.
 
-Modules: `run` (the sequence, the Recipe hooks, the model check), `common` (trainer, run directory, resolved
-config, resume), `build` (a Spacewalk-18 run's DataModule and LightningModule), the recipes `step_recognition`
-(with its plan `decoding`), `intra_video_retrieval`, `hirest`, `multiple_choice`, and `sweep_summary` (the Hydra
-multirun callback).
+Modules: `run` (the sequence, the Recipe hooks, what each entry point refuses), `choices` (the command's group
+choices as Hydra recorded them), `tasks` (the (task, model, data) check and the task's defaults, before Lightning is
+imported), `trainer` (the Lightning Trainer, its callbacks and loggers), `run_directory` (the resolved config,
+resume, a finished run's config), `spacewalk18_modules` (a Spacewalk-18 run's DataModule and LightningModule), the
+recipes `step_recognition` (with its plan `decoding`), `intra_video_retrieval`, `hirest`, `multiple_choice`, and
+`sweep_summary` (the Hydra multirun callback). This module registers the config resolvers (`${seconds:5min}`, the
+bank folders, the run digest).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from spacewalk.core.durations import parse_duration
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.modalities import Modalities
+from spacewalk.training.slurm import slurm_count
 
 # `context: 5min` in a config, read as seconds where a number is needed: ${seconds:${context}}
 OmegaConf.register_new_resolver("seconds", parse_duration, replace=True)
@@ -63,11 +67,16 @@ def bank_folder(encoder: str | None, text_encoder: str | None, modalities: str) 
 OmegaConf.register_new_resolver("bank_folder", bank_folder, replace=True)
 
 
+# trainer=slurm's devices and nodes, read from the job's variables and checked (docs/cluster.md)
+OmegaConf.register_new_resolver("slurm_count", slurm_count, replace=True)
+
+
 def check_values(cfg: DictConfig) -> None:
-    """Refuse the values the configs' resolvers read (`context`, `modalities`) before anything is built or read: a
-    context window that cannot be read or is not positive (context=7x, context=0s: an empty window has no cell,
-    and the windows' loops would never end on it), modalities that are not video, text or video+text. Read
-    later, inside a resolver, they would fail only after Lightning is imported and the run directory made."""
+    """Refuse the values the configs' resolvers read (`context`, `modalities`, trainer=slurm's SLURM variables)
+    before anything is built or read: a context window that cannot be read or is not positive (context=7x,
+    context=0s: an empty window has no cell, and the windows' loops would never end on it), modalities that are
+    not video, text or video+text, SLURM_NTASKS_PER_NODE=abc; and the seeds (seed=-1). Read later, inside a
+    resolver or numpy, they would fail only after Lightning is imported and the run directory made."""
     if cfg.get("context") is not None:
         value = cfg.context
         try:
@@ -79,6 +88,12 @@ def check_values(cfg: DictConfig) -> None:
                               "1h")
     if cfg.get("modalities") is not None:
         Modalities.parse(cfg.modalities)  # a ConfigError naming the value and the allowed ones
+    for key in ("devices", "num_nodes"):  # trainer=slurm reads them from the job (spacewalk/training/slurm.py)
+        OmegaConf.select(cfg, f"trainer.{key}")
+    for key in ("seed", "data.seed"):  # numpy's (and Lightning's) seeds: a negative one fails deep inside
+        value = OmegaConf.select(cfg, key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32):
+            raise ConfigError(f"{key}={value!r}: a seed is a whole number from 0 to {2**32 - 1}")
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:

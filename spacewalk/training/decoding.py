@@ -1,5 +1,5 @@
 """Plan decoding of a step-recognition run (`decoding=whole_recording|within_window`, conf/decoding/): after the
-test with the kept checkpoint, its scores are decoded by spacewalk/benchmarks/spacewalk18/plan_decoding.py.
+test with the kept checkpoint, its scores are decoded by spacewalk/benchmarks/spacewalk18/decoding/plan_decoder.py.
 
 Everything the decoder learns comes from train (the plan: transitions and durations; the plan prior) and
 val (the calibration of the scores; the settings, chosen from `decoding.grid` by val Accuracy); test is
@@ -13,8 +13,8 @@ confusion/ (per test recording).
 This module is the orchestration: it reads `cfg.decoding`, runs the models (Lightning, the ensemble's
 checkpoints) for their scores, and writes the files. The arithmetic takes plain values and lives beside the
 decoder: the calibrations, their ensemble average and the within-window emissions in
-spacewalk/benchmarks/spacewalk18/emissions.py, the plan, the decoders, the cells' labels and the settings' choice in
-spacewalk/benchmarks/spacewalk18/plan_decoding.py.
+spacewalk/benchmarks/spacewalk18/decoding/emissions.py, the plan, the decoders, the cells' labels and the
+settings' choice in spacewalk/benchmarks/spacewalk18/decoding/plan_decoder.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from spacewalk.benchmarks.spacewalk18.emissions import (
+from spacewalk.benchmarks.spacewalk18.decoding.emissions import (
     Emissions,
     WindowRows,
     block_pairs,
@@ -38,7 +38,7 @@ from spacewalk.benchmarks.spacewalk18.emissions import (
     pair_products,
     within_window_emissions,
 )
-from spacewalk.benchmarks.spacewalk18.plan_decoding import (
+from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import (
     DecodeSettings,
     PlanModel,
     WholeRecordingDecoder,
@@ -47,9 +47,9 @@ from spacewalk.benchmarks.spacewalk18.plan_decoding import (
     choose_settings,
     grid_samples,
 )
-from spacewalk.benchmarks.spacewalk18.plan_prior import PlanPriorBaseline
-from spacewalk.benchmarks.spacewalk18.predictions import write_step_predictions
-from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.decoding.plan_prior import PlanPriorBaseline
+from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_step_predictions
 from spacewalk.core.errors import ConfigError
 from spacewalk.results.layout import PREDICTIONS, write_metrics
 
@@ -157,8 +157,8 @@ def _member_scores(ckpt: str, output_dir: Path, whole_recording: bool, grids, bl
     one process."""
     import pytorch_lightning as pl
 
-    from spacewalk.training.build import build_datamodule, build_model
-    from spacewalk.training.common import load_run_config
+    from spacewalk.training.run_directory import load_run_config
+    from spacewalk.training.spacewalk18_modules import build_datamodule, build_model
 
     run_cfg = load_run_config(Path(ckpt), str(output_dir))
     datamodule = build_datamodule(run_cfg)
@@ -265,7 +265,7 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
                                           "emissions": asdict(emissions), **fitted, **result,
                                           "val_candidates": table})
     if plots:
-        from spacewalk.benchmarks.spacewalk18.timeline import plot_confusion, plot_timeline
+        from spacewalk.benchmarks.spacewalk18.pictures.timeline import plot_confusion, plot_timeline
 
         raw_predictions = read_raw_predictions(output_dir, datamodule, raw)
         for v, d in decoded.items():
@@ -281,7 +281,7 @@ def decoded_intervals(cfg: DictConfig, result: dict[str, Any]) -> dict[str, Any]
     """The intervals of the decoded test metrics (metrics.bootstrap; None when off): over the recordings of their
     per-recording values, as the raw test's (spacewalk/benchmarks/spacewalk18/intervals.py)."""
     from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
-    from spacewalk.training.common import bootstrap_options
+    from spacewalk.training.run_directory import bootstrap_options
 
     options = bootstrap_options(cfg)
     return None if options is None else step_recognition_intervals(result, options)
@@ -289,7 +289,7 @@ def decoded_intervals(cfg: DictConfig, result: dict[str, Any]) -> dict[str, Any]
 
 def read_raw_predictions(output_dir: Path, datamodule, fallback: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The run's own test predictions (predictions.json), for the raw row of the pictures."""
-    from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
+    from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 
     path = output_dir / PREDICTIONS
     if not path.is_file():

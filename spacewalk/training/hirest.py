@@ -5,7 +5,7 @@ train (model=hirest_joint): features (extracted once per encoder, or the authors
 round-robin DataModule, fit with the checkpoint of the lowest val/loss (moment retrieval + captioning) kept,
 then, with that checkpoint, predictions in the official formats for
 - val (`<run>/val/`): all three tasks, scored against the val GT, as the paper and the official scoring
-  report (BENCHMARKS §2.4 gives the released model's val numbers);
+  report (docs/hirest.md, Reference numbers gives the released model's val numbers);
 - test (`<run>/test/`): segmentation and captioning, scored against the test step GT; moment retrieval is
   predicted but not scored (the public test split hides the moments).
 `metrics.json` holds {split: {task: metrics}} and the selection criterion.
@@ -29,8 +29,8 @@ from spacewalk.benchmarks.hirest.dataset import HiREST
 from spacewalk.benchmarks.hirest.evaluation import evaluate_hirest_baselines, overall_summary, score
 from spacewalk.benchmarks.hirest.joint_model_io import PREDICTION_FILES
 from spacewalk.results.layout import write_metrics
-from spacewalk.training.common import bootstrap_options, write_resolved_config
 from spacewalk.training.run import Recipe, Run
+from spacewalk.training.run_directory import bootstrap_options, write_resolved_config
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,10 @@ from omegaconf import DictConfig
 
 from spacewalk.core.errors import ConfigError
 from spacewalk.results.layout import PREDICTIONS
-from spacewalk.training.build import build_datamodule, build_model
-from spacewalk.training.common import log_intervals, start_run
 from spacewalk.training.run import Recipe, Run
+from spacewalk.training.run_directory import start_run
+from spacewalk.training.spacewalk18_modules import build_datamodule, build_model
+from spacewalk.training.trainer import log_intervals
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,9 @@ def _write_metrics(cfg: DictConfig, datamodule, output_dir: Path, test: dict[str
                    predictions: dict, extra: dict[str, Any]) -> dict[str, Any]:
     """metrics.json and the pictures of the missed pairs."""
     from spacewalk.benchmarks.spacewalk18.intervals import retrieval_intervals
-    from spacewalk.benchmarks.spacewalk18.retrieval_plot import plot_missed_pairs
+    from spacewalk.benchmarks.spacewalk18.pictures.retrieval_plot import plot_missed_pairs
     from spacewalk.results.layout import write_metrics
-    from spacewalk.training.common import bootstrap_options
+    from spacewalk.training.run_directory import bootstrap_options
 
     options = bootstrap_options(cfg)
     if options is not None:  # beside the test number (the summary prints it)
@@ -93,8 +94,8 @@ class IntraVideoRetrieval(Recipe):
         return datamodule, build_model(cfg, datamodule.feature_dim, str(output_dir), datamodule)
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
-        from spacewalk.benchmarks.spacewalk18.predictions import write_retrieval_predictions
-        from spacewalk.benchmarks.spacewalk18.scoring import retrieval_accuracy
+        from spacewalk.benchmarks.spacewalk18.scoring.official import retrieval_accuracy
+        from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_retrieval_predictions
 
         start_run(cfg)
         datamodule = build_datamodule(cfg, text_always=False)

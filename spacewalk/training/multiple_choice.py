@@ -24,8 +24,9 @@ from omegaconf import DictConfig, OmegaConf
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_text
 from spacewalk.multiple_choice import runner
-from spacewalk.training.common import RESOLVED_CONFIG, bootstrap_options
+from spacewalk.training.experiment_loggers import log_finished_run, logged_numbers
 from spacewalk.training.run import Recipe
+from spacewalk.training.run_directory import RESOLVED_CONFIG, bootstrap_options
 
 log = logging.getLogger(__name__)
 
@@ -65,43 +66,36 @@ class MultipleChoice(Recipe):
                     log.info("%s %.2f, %.0f%% interval %.2f-%.2f (bootstrap over %s)", name, interval["estimate"],
                              100 * interval["level"], interval["low"], interval["high"], interval["unit"])
             log.info("wrote %s, %s and the official files to %s", runner.RECORDS, runner.METRICS, output_dir)
+            # the experiment loggers of the config (logger=tensorboard, logger=mlflow, ...): its config, provenance and
+            # the finished numbers, named as a training run's (spacewalk/training/experiment_loggers.py)
+            log_finished_run(cfg, output_dir, metrics)
             wandb_settings = settings.get("wandb") or {}
             if wandb_settings.get("enabled", False):
                 log_to_wandb(wandb_settings, task, backend.name, output_dir, metrics, identity)
         return metrics
 
 
-def flat_numbers(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """metrics.json's numbers under "/"-joined keys ("per_type/<type>", "intervals/Accuracy/low"); texts and
-    nulls left out."""
-    out: dict[str, float] = {}
-    for key, value in metrics.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out |= flat_numbers(value, f"{name}/")
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[name] = value
-    return out
-
-
 def log_to_wandb(settings: Mapping[str, Any], task, backend_name: str, output_dir: Path, metrics: Mapping[str, Any],
                  config: Mapping[str, Any]) -> None:
-    """The finished run's metrics (as numbers: summary and one logged step) and a table of its items (question,
-    options, reply, parsed choice, answer, correct, frames seen: records.item_rows) to W&B, in the run directory's
-    wandb/; offline unless `settings.offline` is false (`wandb sync` uploads an offline run later). Grouped by
-    benchmark (`group`) and model (`job_type`), named by the backend (which served model, which checkpoint)."""
+    """The finished run's metrics (as numbers: summary and one logged step, named by experiment_loggers.
+    logged_numbers: test/<metric> with _low / _high, <group>/<value>) and a table of its items (question, options,
+    reply, parsed choice, answer, correct, frames seen: records.item_rows) to W&B, in the run directory's wandb/;
+    offline unless `settings.offline` is false (`wandb sync` uploads an offline run later). The intervals' settings
+    (level, n_resamples, seed, ...) go to the config, not to charts. Grouped by benchmark (`group`) and model
+    (`job_type`), named by the backend (which served model, which checkpoint)."""
     import wandb
 
     from spacewalk.multiple_choice.records import ITEM_COLUMNS, item_rows, read_run
 
     items = list(task.items())
-    numbers = flat_numbers(metrics)
+    numbers, interval_settings = logged_numbers(metrics)
     table = wandb.Table(columns=list(ITEM_COLUMNS), data=item_rows(items, read_run(output_dir)))
     run = wandb.init(project=settings.get("project", "spacewalk"), dir=str(output_dir),
                      mode="offline" if settings.get("offline", True) else "online",
                      group=settings.get("group"), job_type=settings.get("job_type"), name=backend_name,
                      tags=[t for t in (settings.get("group"), settings.get("job_type"), task.name) if t],
-                     config={"task": task.name, "backend": backend_name, **config},
+                     config={"task": task.name, "backend": backend_name, **config,
+                             **({"intervals": interval_settings} if interval_settings else {})},
                      settings=wandb.Settings(console="off"))
     try:
         run.log({**numbers, "items": table})

@@ -28,16 +28,9 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
 from spacewalk.core.errors import ConfigError
-from spacewalk.training.common import (
-    best_checkpoint,
-    build_trainer,
-    close_loggers,
-    eval_trainer,
-    load_run_config,
-    resume_path,
-    start_run,
-)
-from spacewalk.training.tasks import model_choice
+from spacewalk.training.choices import model_choice
+from spacewalk.training.run_directory import load_run_config, resume_path, start_run
+from spacewalk.training.trainer import best_checkpoint, build_trainer, close_loggers, eval_trainer
 
 log = logging.getLogger(__name__)
 # trainer keys that say which machine runs (not what is computed): a re-test takes them from its own command
@@ -54,8 +47,10 @@ def recipe(cfg: DictConfig) -> Recipe:
 
 
 def is_lightning(model_cfg: DictConfig) -> bool:
-    """Whether the model config builds a LightningModule (fit, validate, test) rather than a non-learned model."""
-    return issubclass(hydra.utils.get_class(model_cfg._target_), pl.LightningModule)
+    """Whether the model config builds a LightningModule (fit, validate, test) rather than a non-learned model. A
+    `_target_` may be a factory function (mc_plan's backend), which is never a LightningModule."""
+    target = hydra.utils.get_object(model_cfg._target_)
+    return isinstance(target, type) and issubclass(target, pl.LightningModule)
 
 
 # ---- what a task adds ------------------------------------------------------------------------------------------
@@ -229,13 +224,26 @@ def record_provenance(cfg: DictConfig, entry: str) -> None:
     write_provenance(cfg.paths.output_dir, entry, overrides)
 
 
+def entry_refusal(cfg: DictConfig, entry: str, task_recipe: Recipe | None = None) -> ConfigError | None:
+    """Why the entry point (`train` or `evaluate`) does not run the config's model, or None: train.py fits
+    LightningModules (and the non-learned models of a recipe that `trains_baselines`), evaluate.py runs what has
+    nothing to train (a re-test of a checkpoint aside)."""
+    task_recipe = task_recipe or recipe(cfg)
+    lightning = is_lightning(cfg.model)
+    if entry == "train" and not lightning and not task_recipe.trains_baselines:
+        return _nothing_to_train(cfg)
+    if entry == "evaluate" and lightning and cfg.model.get("optimizer") is not None:
+        return _trained(cfg)  # a model configured with an optimizer trains: refused before any data is read
+    return None
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """train.py, once spacewalk.training.train has checked the values and the (task, model) pair."""
     task_recipe = recipe(cfg)
     task_recipe.check(cfg)
     resume = resume_path(cfg)  # a resume's checkpoint is checked whole before anything is built or read
-    if not is_lightning(cfg.model) and not task_recipe.trains_baselines:
-        raise _nothing_to_train(cfg)
+    if (refused := entry_refusal(cfg, "train", task_recipe)) is not None:
+        raise refused
     record_provenance(cfg, "train")
     return run_sequence(cfg, task_recipe, Path(cfg.paths.output_dir), training=True, resume=resume)
 
@@ -246,9 +254,9 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.get("ckpt_path"):
         task_recipe = recipe(cfg)
         task_recipe.check(cfg)
+        if (refused := entry_refusal(cfg, "evaluate", task_recipe)) is not None:
+            raise refused
         if is_lightning(cfg.model):
-            if cfg.model.get("optimizer") is not None:
-                raise _trained(cfg)  # a model configured with an optimizer trains: refused before any data is read
             _check_test_split(cfg, "a LightningModule's run chooses on val and scores the test split")
         record_provenance(cfg, "evaluate")
         return run_sequence(cfg, task_recipe, Path(cfg.paths.output_dir), training=False)

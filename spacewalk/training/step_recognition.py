@@ -20,16 +20,16 @@ from omegaconf import DictConfig, open_dict
 
 from spacewalk.core.errors import ConfigError
 from spacewalk.results.layout import PREDICTIONS
-from spacewalk.training.build import build_datamodule, build_model
 from spacewalk.training.run import Recipe, Run
+from spacewalk.training.spacewalk18_modules import build_datamodule, build_model
 
 log = logging.getLogger(__name__)
 
 
 def draw_pictures(datamodule, output_dir: Path) -> None:
     """timelines/<video>.png and confusion/<video>.png of the test predictions."""
-    from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
-    from spacewalk.benchmarks.spacewalk18.timeline import plot_confusion, plot_timeline
+    from spacewalk.benchmarks.spacewalk18.pictures.timeline import plot_confusion, plot_timeline
+    from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 
     samples = datamodule.samples["test"]
     recordings = datamodule.dataset.recordings
@@ -51,7 +51,7 @@ def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> 
         return
     import wandb
 
-    from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
+    from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 
     recordings, samples = datamodule.dataset.recordings, datamodule.samples["test"]
     rows = {"raw": read_step_predictions(output_dir / PREDICTIONS, recordings, samples).predictions}
@@ -74,7 +74,7 @@ def test_intervals(run: Run) -> dict[str, Any] | None:
     """The intervals of the test metrics (metrics.bootstrap; None when off), over the recordings of the module's
     official per-recording numbers (spacewalk/benchmarks/spacewalk18/intervals.py)."""
     from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
-    from spacewalk.training.common import bootstrap_options
+    from spacewalk.training.run_directory import bootstrap_options
 
     options = bootstrap_options(run.cfg)
     return None if options is None else step_recognition_intervals(run.results["test"], options)
@@ -84,7 +84,7 @@ class StepRecognition(Recipe):
     validate_kept = False  # tau travels in the checkpoint (run.py)
 
     def check(self, cfg: DictConfig) -> None:
-        from spacewalk.benchmarks.spacewalk18.dataset import SPLITS
+        from spacewalk.benchmarks.spacewalk18.data.dataset import SPLITS
         from spacewalk.training import decoding
 
         decoding.enabled(cfg)  # a misspelt decoding.name is refused now, not after the whole fit and test
@@ -105,7 +105,7 @@ class StepRecognition(Recipe):
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
         from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
-        from spacewalk.training.common import bootstrap_options, write_resolved_config
+        from spacewalk.training.run_directory import bootstrap_options, write_resolved_config
 
         # no seeding here (the baselines seed themselves, and their published numbers stay as they were)
         write_resolved_config(cfg)
@@ -142,7 +142,7 @@ class StepRecognition(Recipe):
         """metrics.json (the module's test record, the selection criterion and the decoded test metrics), the
         pictures and the W&B table."""
         from spacewalk.results.layout import write_metrics
-        from spacewalk.training.common import log_intervals
+        from spacewalk.training.trainer import log_intervals
 
         decoded = run.results.get("decoded")
         extra = {k: run.results[k] for k in ("best_val_loss", "decoded") if k in run.results}

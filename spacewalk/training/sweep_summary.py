@@ -79,7 +79,8 @@ def job_rows(runs: Sequence[RunDir]) -> list[dict[str, Any]]:
 
 
 def group_rows(groups: Sequence[SeedGroup]) -> list[dict[str, Any]]:
-    """One dict per (group, number): the setting, the seeds, mean, std, the pooled interval, each seed's value."""
+    """One dict per (group, number): the setting, the seeds, mean, std, the setting's interval
+    (spacewalk/results/seed_groups.py), each seed's value."""
     rows = []
     for group in groups:
         for name, s in group.summary().items():
@@ -119,7 +120,7 @@ def jobs_markdown(runs: Sequence[RunDir]) -> str:
 
 
 def seeds_markdown(groups: Sequence[SeedGroup]) -> str:
-    """One row per (group, number): `mean ± std [pooled interval]`, the seeds and their values."""
+    """One row per (group, number): `mean ± std [the setting's interval]`, the seeds and their values."""
     common = common_overrides([r for g in groups for r in g.runs])
     rows = [[_own(r["overrides"].split(" ") if r["overrides"] else [], common), r["seeds"], r["metric"], r["cell"],
              " ".join(f"{float(v):.2f}" for v in r["values"].split())]

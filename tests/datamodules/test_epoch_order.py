@@ -14,8 +14,8 @@ import torch
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.heads import LFBAvg
 from models.step_recognition import StepRecognitionModule
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
 from fakes import FakeText
 

@@ -47,8 +47,8 @@ def test_weighted_shares_average_to_the_gradient_of_the_global_mean(tmp_path):
     # DDP's average of two processes' gradients equals one process's gradient on the global batch
     from datamodules.step_recognition import StepRecognitionDataModule
     from models.heads import LinearHead
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
     from fakes import FakeText
 

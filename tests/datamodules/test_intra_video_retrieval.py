@@ -15,10 +15,10 @@ from datamodules.step_recognition import StepRecognitionDataModule
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead, TwoTowerHead, break_ties
 from models.intra_video_retrieval_baselines import TWFinchRetrieval
 from spacewalk.algorithms.tw_finch import first_neighbours, tw_finch
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.feature_bank import BankConfig
-from spacewalk.benchmarks.spacewalk18.predictions import write_retrieval_predictions
-from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import RetrievalSamplerConfig
+from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_retrieval_predictions
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import load_json
 
@@ -277,7 +277,7 @@ def test_train_py_end_to_end_last_layer_and_the_scorer_agree(tmp_path):
     assert m["best_val_loss"] is not None and m["checkpoint"].endswith(".ckpt") and m["val"]["Accuracy"] >= 0
     # the scorer of the release reads our predictions; with the generated test samples in place of the file
     ds = Spacewalk18(tmp_path / "synthetic")
-    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import (
+    from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import (
         recording_retrieval_samples,
         retrieval_samples_to_json,
     )

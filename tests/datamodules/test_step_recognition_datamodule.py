@@ -14,8 +14,8 @@ from datamodules.bank_windows import window_text_features
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.heads import LinearHead
 from models.step_recognition import StepRecognitionModule
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, context_window
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, context_window
 from spacewalk.core.errors import DataError
 
 from fakes import FakeFrameVideo, FakeText, FakeVideo, text_vector, write_external_features
@@ -152,6 +152,28 @@ def test_external_video_features_train_a_head_without_a_video_encoder(dataset, t
     assert all((tmp_path / "bank" / v / "text" / "meta.json").is_file() for v in dataset.recordings)
 
 
+def test_external_features_without_step_video_train_with_text_and_are_refused_video_only(dataset, tmp_path):
+    # step_video.npy is optional: beside text the steps' video block is zero (they are matched by their text);
+    # with video alone there would be nothing to match, so that is refused before any bank is built
+    write_external_features(tmp_path / "bank", dataset, dim=5)
+    for v in dataset.recordings:
+        (tmp_path / "bank" / v / "step_video.npy").unlink()
+    with pytest.raises(DataError, match="has none: add step_video.npy") as e:
+        StepRecognitionDataModule(dataset, tmp_path / "bank", text_encoder=FakeText(), modalities="video")
+    assert e.value.field == "step_video" and e.value.file.name == "step_video.npy"
+    assert not any((tmp_path / "bank" / v / "text").exists() for v in dataset.recordings)  # nothing built
+    dm = StepRecognitionDataModule(dataset, tmp_path / "bank", text_encoder=FakeText(), bank_config=BANK,
+                                   context_seconds=60.0, modalities="video+text", batch_size=64, cells=False)
+    module = StepRecognitionModule(LinearHead(dm.feature_dim), optimizer=partial(torch.optim.Adam, lr=1e-2))
+    trainer = pl.Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(module, datamodule=dm)
+    trainer.test(module, datamodule=dm)
+    assert all(0 <= module.test_results[k] <= 100 for k in ("Accuracy", "mAP", "IoU"))
+    steps = dm.step_features["test"][0]
+    assert steps.shape[1] == 5 + 16 and not steps[:, :5].any() and steps[1:, 5:].any()
+
+
 def test_external_video_features_of_two_widths_are_refused(dataset, tmp_path):
     write_external_features(tmp_path / "bank", dataset, dim=5)
     other = dataset.splits["test"][0]
@@ -240,7 +262,7 @@ def test_each_process_collates_its_share_of_the_global_batch(dataset, tmp_path):
 
 
 def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset, tmp_path):
-    from spacewalk.benchmarks.spacewalk18.feature_bank import _probe, _resize
+    from spacewalk.benchmarks.spacewalk18.features.build import probe_video, resized
     from spacewalk.media.video import open_video, sparse_timestamps
 
     encoder = FakeFrameVideo()
@@ -250,8 +272,8 @@ def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset
     bank = dm.bank.load(rec.video_id)
     assert len(bank.frame_video) == len(bank.frame_time) == int(np.ceil(rec.duration))  # 1 fps
     samples = dataset.step_samples("test")[rec.video_id]
-    height, width, _ = _probe(rec.video_path, rec.video_id)
-    with open_video(rec.video_path, "pyav", _resize(height, width, BANK["frame_size"])) as reader:
+    height, width, _ = probe_video(rec.video_path, rec.video_id)
+    with open_video(rec.video_path, "pyav", resized(height, width, BANK["frame_size"])) as reader:
         for i in (0, 41, len(samples) - 1):
             t = samples[i].timestamp
             start, end = max(t - 30.0, 0.0), min(t + 30.0, rec.duration)
@@ -272,11 +294,11 @@ def test_sparse_sampling_is_k_frames_over_the_window_encoded_as_one_clip(dataset
 
 
 def reader_frames(rec, times):
-    from spacewalk.benchmarks.spacewalk18.feature_bank import _probe, _resize
+    from spacewalk.benchmarks.spacewalk18.features.build import probe_video, resized
     from spacewalk.media.video import open_video
 
-    height, width, _ = _probe(rec.video_path, rec.video_id)
-    with open_video(rec.video_path, "pyav", _resize(height, width, BANK["frame_size"])) as reader:
+    height, width, _ = probe_video(rec.video_path, rec.video_id)
+    with open_video(rec.video_path, "pyav", resized(height, width, BANK["frame_size"])) as reader:
         return reader.frames_at(times)
 
 

@@ -296,10 +296,39 @@ def test_an_answer_index_written_as_a_string_is_refused(synthetic_root, tmp_path
     path.write_text(json.dumps(preds))
     assert score_main(["egoschema", "--root", str(synthetic_root), "--predictions", str(path)]) == 2
     err = capsys.readouterr().err
-    assert str(path) in err and f"item {key}" in err and "is a string" in err
-    with pytest.raises(DataError, match="is a string") as e:  # without the questions too
+    assert str(path) in err and f"item {key}" in err and "--holds indices, or --holds replies" in err
+    with pytest.raises(DataError, match="could be an answer index written as a string") as e:  # without questions
         scoring.read_predictions(path)
     assert (e.value.file, e.value.field) == (path, key)
+
+
+def test_the_user_says_what_a_predictions_file_holds(synthetic_root, tmp_path, capsys):
+    """--holds indices: "2" is option 2; --holds replies: every text is a model's reply, "0" included (lmms-eval's
+    parser reads no letter in it: unparsable, counted wrong)."""
+    data = EgoSchema(synthetic_root)
+    uids = list(data.answers)
+    as_texts = tmp_path / "indices.json"
+    as_texts.write_text(json.dumps({q: str(a) for q, a in data.answers.items()}))
+    command = ["egoschema", "--root", str(synthetic_root), "--predictions"]
+    assert score_main([*command, str(as_texts), "--holds", "indices"]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy"] == 100.0
+    replies = tmp_path / "replies.json"
+    letters = "ABCDE"
+    texts = {q: f"({letters[a]})" for q, a in data.answers.items()}
+    texts[uids[0]] = "0"  # a model that answered "0"
+    replies.write_text(json.dumps(texts))
+    assert score_main([*command, str(replies), "--holds", "replies"]) == 0
+    scored = json.loads(capsys.readouterr().out)
+    assert (scored["correct"], scored["unparsable"]) == (len(uids) - 1, 1)
+    assert score_main([*command, str(replies)]) == 2  # auto: "0" is ambiguous
+    assert "--holds" in capsys.readouterr().err
+    # a file that does not hold what it is said to: named
+    assert score_main([*command, str(replies), "--holds", "indices"]) == 2
+    assert f"item {uids[1]}" in capsys.readouterr().err
+    numbers = tmp_path / "numbers.json"
+    numbers.write_text(json.dumps(data.answers))
+    assert score_main([*command, str(numbers), "--holds", "replies"]) == 2
+    assert "expected a reply text (--holds replies)" in capsys.readouterr().err
 
 
 def test_a_missing_prediction_and_a_bad_csv_exit_2(synthetic_root, tmp_path, capsys):

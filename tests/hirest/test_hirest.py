@@ -19,7 +19,7 @@ def test_real_release_counts(real_hirest_root):
     assert [len(data.split(s)) for s in ("train", "val", "test")] == [546, 292, 546]
     assert [len(data.annotations(s)) for s in ("train", "val", "test")] == [1507, 477, 1391]
     assert len(data.negatives) == 2891
-    assert len(data.candidates("test")) == 4282  # BENCHMARKS §2.1
+    assert len(data.candidates("test")) == 4282  # docs/hirest.md, Format
     assert len(data.moment_gt("test")) == 507 and len(data.moment_gt("val")) == 78
     assert len(set(data.categories.video_to_cat.values())) == 14
 

@@ -62,6 +62,7 @@ def _split_videos(root: Path, split: str) -> dict[str, dict]:
 
 
 def _frame_hashes(path: Path) -> list[str]:
+    """Each decoded frame's digest: uint8 pixels, compared between two generations on this machine (exact)."""
     with av.open(str(path)) as container:
         return [hashlib.sha1(f.to_ndarray(format="rgb24").tobytes()).hexdigest() for f in container.decode(video=0)]
 
@@ -423,7 +424,7 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
 def test_cli_refuses_an_existing_root(root, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--root", str(root)])
-    assert exit_info.value.code == 1 and "exists" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and "exists" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("bad", [dict(n_val=0), dict(n_train=200), dict(videos_per_query=(2, 1)),

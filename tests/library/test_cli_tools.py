@@ -11,7 +11,7 @@ import pytest
 
 from spacewalk import download
 from spacewalk.benchmarks.registry import find
-from spacewalk.benchmarks.spacewalk18 import samples
+from spacewalk.benchmarks.spacewalk18.data import samples
 
 from conftest import run_command
 
@@ -29,9 +29,9 @@ def test_samples_cli_on_a_root_without_samples(tiny_root, tmp_path, capsys):
     out = tmp_path / "val.json"
     assert samples.main(["--root", str(tiny_root), "--split", "val", "--out", str(out), "--per-video", "12"]) == 0
     assert [len(v) for v in json.loads(out.read_text()).values()] == [12]
-    assert samples.main(["--root", str(tiny_root), "--split", "val", "--out", str(out),
-                         "--per-video", "100000"]) == 2
-    assert "02022020" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        samples.main(["--root", str(tiny_root), "--split", "val", "--out", str(out), "--per-video", "100000"])
+    assert exit_.value.code == 2 and "02022020" in capsys.readouterr().err
 
 
 def test_download_from_a_local_copy(real_spacewalk18_root, tmp_path):
@@ -112,3 +112,16 @@ def test_download_hirest_features_unpacks_whole_folders(tmp_path, monkeypatch):
     assert (root / "data/ASR/abc.srt").read_text().endswith("hi\n")
     assert sorted(p.name for p in (root / "data").iterdir()) == ["ASR"]  # no archive or staging left
     assert download.download_features(hirest, root) == []  # resumes: an unpacked folder is kept
+
+
+def test_download_checks_the_files_already_in_the_root(real_spacewalk18_root, tmp_path, capsys):
+    root = tmp_path / "sw18"
+    shutil.copytree(real_spacewalk18_root, root)
+    assert download.download_annotations(find("spacewalk18"), root, str(real_spacewalk18_root)) == []  # all kept
+    # the val step-recognition file replaced by the test one: the names are right, the contents are not
+    val = root / "tasks/step_recognition/val.json"
+    shutil.copyfile(root / "tasks/step_recognition/test.json", val)
+    assert download.main(["spacewalk18", "--root", str(root), "--source", str(real_spacewalk18_root)]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # under the progress bar
+    assert last.startswith(f"error: {val}: sha256 ") and "not the release's: delete it" in last
+    assert val.read_bytes() == (root / "tasks/step_recognition/test.json").read_bytes()  # the user's file untouched

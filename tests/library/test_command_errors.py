@@ -56,3 +56,27 @@ def test_a_bug_keeps_its_traceback_and_a_user_error_shows_one_only_on_request():
     assert quiet.returncode == 2 and quiet.stderr == "error: x.json: not JSON\n"
     shown = run_command("-c", BODY.format(user), check=False, env={"SPACEWALK_TRACEBACK": "1"})
     assert shown.returncode == 1 and "Traceback" in shown.stderr and "DataError: x.json: not JSON" in shown.stderr
+
+
+class Takes:
+    def __init__(self, rate: float):
+        if rate < 0:
+            raise TypeError("a bug inside the target")  # not a binding error: raised by the target's own code
+        self.rate = rate
+
+
+def test_a_config_key_its_target_does_not_take_is_the_users():
+    cfg = OmegaConf.create({"model": {"_target_": "test_command_errors.Takes", "rate": 1.0, "rtae": 2.0}})
+    with pytest.raises(InstantiationException) as misspelt:
+        hydra.utils.instantiate(cfg.model)
+    message = str(user_error_in(misspelt.value))
+    assert message.startswith("model: Takes.__init__() got an unexpected keyword argument 'rtae' "
+                              "(test_command_errors.Takes does not take a key of this config"), message
+    cfg = OmegaConf.create({"model": {"_target_": "test_command_errors.Takes"}})
+    with pytest.raises(InstantiationException) as lacking:
+        hydra.utils.instantiate(cfg.model)
+    assert "missing 1 required positional argument: 'rate'" in str(user_error_in(lacking.value))
+    cfg = OmegaConf.create({"model": {"_target_": "test_command_errors.Takes", "rate": -1.0}})
+    with pytest.raises(InstantiationException) as bug:
+        hydra.utils.instantiate(cfg.model)
+    assert user_error_in(bug.value) is None  # a TypeError from inside the target keeps its traceback

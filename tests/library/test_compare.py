@@ -253,10 +253,10 @@ def test_rescore_reproduces_egocross_closeqa_per_domain(synthetic_egocross_root,
 
 
 def test_rescore_reproduces_spacewalk18_qa_per_type(synthetic_spacewalk18, tmp_path):
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
 
     root = synthetic_spacewalk18()
-    data = {"_target_": "spacewalk.benchmarks.spacewalk18.question_answering.question_answering_task",
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.questions.question_answering.question_answering_task",
             "root": str(root)}
     run = mc_run(question_answering_task(root), data, tmp_path / "qa", seed=0)
     rescored = rescore_run(run)
@@ -265,10 +265,10 @@ def test_rescore_reproduces_spacewalk18_qa_per_type(synthetic_spacewalk18, tmp_p
 
 
 def test_rescore_reproduces_intra_video_retrieval(synthetic_spacewalk18, tmp_path):
+    from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import recording_retrieval_samples
     from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-    from spacewalk.benchmarks.spacewalk18.predictions import write_retrieval_predictions
-    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import recording_retrieval_samples
-    from spacewalk.benchmarks.spacewalk18.scoring import retrieval_accuracy
+    from spacewalk.benchmarks.spacewalk18.scoring.official import retrieval_accuracy
+    from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_retrieval_predictions
     from spacewalk.core.io import write_json
 
     root = synthetic_spacewalk18()
@@ -346,10 +346,11 @@ def test_rescore_reproduces_hirest_moment_retrieval(synthetic_hirest, tmp_path):
 
 
 def test_rescore_reproduces_step_questions(synthetic_spacewalk18, tmp_path):
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import step_recognition_questions_task
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import step_recognition_questions_task
 
     root = synthetic_spacewalk18()
-    data = {"_target_": "spacewalk.benchmarks.spacewalk18.step_recognition_questions.step_recognition_questions_task",
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions."
+                           "step_recognition_questions_task",
             "root": str(root), "split": "test", "context": 300.0, "samples_per_video": 15}
     run = mc_run(step_recognition_questions_task(root, split="test", context=300.0, samples_per_video=15), data,
                  tmp_path / "sq", seed=0)

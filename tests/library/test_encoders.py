@@ -161,7 +161,7 @@ def test_open_clip_video_side():
     clips = [rng_clip(0, 1, 24, 40), rng_clip(1, 7, 64, 48), rng_clip(2, 3, 32, 32)]
     x = enc.encode(clips)
     assert_unit_rows(x, 3, 16)
-    np.testing.assert_array_equal(x, enc.encode(clips))
+    np.testing.assert_array_equal(x, enc.encode(clips))  # the same computation again: bit for bit
     # frames are pooled per clip, whatever the batch boundaries (batch_size 5 frames splits clip 1)
     np.testing.assert_allclose(x[1], enc.encode(clips[1:2])[0], atol=1e-5)
     assert enc.encode([]).shape == (0, 16)
@@ -213,7 +213,7 @@ def test_xclip_video_and_text():
     clips = [rng_clip(0, 1, 24, 40), rng_clip(1, 9, 48, 36), rng_clip(2, 4, 32, 32)]
     x = enc.encode(clips)
     assert_unit_rows(x, 3, 16)
-    np.testing.assert_array_equal(x, enc.encode(clips))
+    np.testing.assert_array_equal(x, enc.encode(clips))  # the same computation again: bit for bit
     np.testing.assert_allclose(x[2], enc.encode(clips[2:])[0], atol=1e-5)
     text = enc.text_encoder()
     assert text.dim == enc.dim
@@ -245,7 +245,7 @@ def test_videomae_video_only():
     clips = [rng_clip(0, 2, 20, 30), rng_clip(1, 17, 40, 40), rng_clip(2, 4, 32, 64)]
     x = enc.encode(clips)
     assert_unit_rows(x, 3, 32)
-    np.testing.assert_array_equal(x, enc.encode(clips))
+    np.testing.assert_array_equal(x, enc.encode(clips))  # the same computation again: bit for bit
     assert enc.identity != tiny_videomae(hidden_size=16).identity
     assert len({enc.identity, tiny_xclip().identity, tiny_clip().identity}) == 3
 

@@ -34,13 +34,13 @@ def qa_runs(synthetic_spacewalk18, tmp_path_factory):
     """Spacewalk-18 QA runs as evaluate.py leaves them (<data>/<model>/<hash>/): `random`, `mc_plan` with
     model.steps options and recording (random backends of other seeds: the table reads only config keys and
     metrics.json), and one on generated questions (data.questions set)."""
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
     from spacewalk.multiple_choice import runner
     from spacewalk.multiple_choice.backends.baselines import RandomBackend
 
     root = synthetic_spacewalk18()
     task = question_answering_task(root)
-    data = {"_target_": "spacewalk.benchmarks.spacewalk18.question_answering.question_answering_task",
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.questions.question_answering.question_answering_task",
             "root": str(root)}
     base = tmp_path_factory.mktemp("qa") / "multiple_choice" / "spacewalk18_qa"
     runs = {}

@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.predictions import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.scoring.official import qa_accuracy, retrieval_accuracy, step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import (
     write_qa_predictions,
     write_retrieval_predictions,
     write_step_predictions,
 )
-from spacewalk.benchmarks.spacewalk18.scoring import qa_accuracy, retrieval_accuracy, step_recognition_metrics
 from spacewalk.score import main
 
 from conftest import run_command
@@ -214,7 +214,8 @@ def test_hirest_real_root(real_hirest_root, tmp_path, capsys):
     (tmp_path / "seg.json").write_text(json.dumps({v: {"bounds": e["bounds"]} for v, e in steps.items()}))
     assert main(["hirest", "--task", "moment_segmentation", "--root", root, "--split", "val", "--nms-order",
                  "identity", "--predictions", str(tmp_path / "seg.json")]) == 0
-    # the authors' evaluate.py under numpy 2.4.6 on an AVX-512 CPU gives the same
+    # the authors' evaluate.py under numpy 2.4.6 on an AVX-512 CPU gives the same (numpy and the CPU set their NMS
+    # order, which --nms-order names; the arithmetic is plain Python in their order, alike on every CPU: exact)
     assert json.loads(capsys.readouterr().out)["all"]["recall"] == {"0.5": 88.39662652162653,
                                                                     "0.7": 82.03114015614014}
 
@@ -224,7 +225,7 @@ def test_hirest_real_root(real_hirest_root, tmp_path, capsys):
 def test_hirest_missing_scorer_exits_1(tmp_path, capsys, monkeypatch):
     # a scorer the captioning metrics need (Java, pycocoevalcap) is not the user's files: exit 1, its message
     from spacewalk.benchmarks.hirest import scoring
-    from spacewalk.benchmarks.hirest.captioning_scores import ScorerUnavailable
+    from spacewalk.benchmarks.hirest.captioning_metrics import ScorerUnavailable
 
     def unavailable(*args, **kwargs):
         raise ScorerUnavailable("java is not on PATH")

@@ -12,7 +12,7 @@ from datamodules.all_layer import AllLayerDataModule
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.all_layer import AllLayerModule, TrainableTowers, freeze_first_blocks
 from spacewalk import encoders
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.core.errors import DataError
 from spacewalk.media.video import open_video, sparse_timestamps
 

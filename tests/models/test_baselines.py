@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from models.baselines import PlanPriorBaseline, RandomBaseline
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 
 
 def test_random_is_seeded_per_recording(tiny_root):

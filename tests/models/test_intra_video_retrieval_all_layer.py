@@ -16,8 +16,8 @@ from models.all_layer import TrainableTowers
 from models.intra_video_retrieval import IntraVideoRetrievalModule, SimilarityHead
 from models.intra_video_retrieval_all_layer import AllLayerRetrievalModule
 from spacewalk import encoders
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerConfig
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import RetrievalSamplerConfig
 from spacewalk.core.io import load_json
 from spacewalk.media.video import open_video, sparse_timestamps
 
@@ -120,7 +120,7 @@ def train(tmp, run_dir, *overrides):
 
 def scorer(tmp, run_dir, samples_per_video):
     """`python -m spacewalk.score` on the run's predictions, with the generated test samples as the test file."""
-    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import (
+    from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import (
         recording_retrieval_samples,
         retrieval_samples_to_json,
     )
@@ -182,7 +182,7 @@ def test_the_config_keeps_the_paper_settings():
     assert cfg.task.recipe == "spacewalk.training.intra_video_retrieval"
     assert cfg.model._target_ == "models.intra_video_retrieval_all_layer.AllLayerRetrievalModule"
     assert cfg.model.optimizer._target_ == "torch.optim.AdamW"
-    assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-6, 1e-6)  # EgoVLP's (BENCHMARKS 1.7)
+    assert (cfg.model.video_lr, cfg.model.text_lr) == (1e-6, 1e-6)  # EgoVLP's (docs/spacewalk18.md)
     assert (cfg.trainer.max_epochs, cfg.datamodule.batch_size) == (1, 32)
     assert cfg.model.head.text_blocks == 1 and cfg.datamodule.context_seconds == 30.0
     assert cfg.datamodule._target_ == "datamodules.intra_video_retrieval_all_layer.AllLayerRetrievalDataModule"

@@ -18,10 +18,10 @@ from torch.utils.data import DataLoader
 from models.heads import LFBAvg, LFBCat, LFBNonLocal, LFBTransformer, LinearHead, ZeroShot
 from models.irrelevant_threshold import apply_threshold, fit_threshold, threshold_curve
 from models.step_recognition import StepRecognitionModule
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, Recording, Segment, Step
-from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
-from spacewalk.benchmarks.spacewalk18.sampler import step_samples
-from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, Recording, Segment, Step
+from spacewalk.benchmarks.spacewalk18.data.step_sampler import step_samples
+from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 
 D = 16
 

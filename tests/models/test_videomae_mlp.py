@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from datamodules.step_recognition import StepRecognitionDataModule
 from models.videomae_mlp import CaptionRegressionModule, VideoToCaptionMLP
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
 
 from conftest import tiny_videomae
 from fakes import FakeText
@@ -60,10 +60,13 @@ def test_the_recipe_composes():
     import hydra
     from omegaconf import open_dict
 
+    from spacewalk.training.tasks import take_served_tasks
+
     from conftest import compose_train
 
     cfg = compose_train("model=videomae_mlp", "encoder=videomae", "modalities=video+text")
     assert cfg.datamodule.frame_sampling == "dense" and cfg.model.irrelevant == "threshold"
+    take_served_tasks(cfg)
     with open_dict(cfg.model):
         cfg.model.head.dim = 768 + 2 * 384
     module = hydra.utils.instantiate(cfg.model)

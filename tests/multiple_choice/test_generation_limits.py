@@ -15,9 +15,12 @@ from spacewalk.benchmarks.egocross import openqa
 from spacewalk.benchmarks.egocross.task import ANSWER_LIMITS as EGOCROSS_LIMITS
 from spacewalk.benchmarks.egocross.task import EgoCrossCloseQATask, EgoCrossOpenQATask, open_egocross
 from spacewalk.benchmarks.egoschema.task import EgoSchemaTask
-from spacewalk.benchmarks.spacewalk18.question_answering import ANSWER_LIMITS as SPACEWALK18_LIMITS
-from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
-from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRatingQuestions, StepRecognitionQuestions
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import ANSWER_LIMITS as SPACEWALK18_LIMITS
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import (
+    StepRatingQuestions,
+    StepRecognitionQuestions,
+)
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTION_LIMITS, CaptionEnhancedBackend
@@ -26,6 +29,7 @@ from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMB
 from spacewalk.multiple_choice.generation import FROM_CONFIG, AnswerLimits, generation_record
 from spacewalk.multiple_choice.task import Prompt
 from spacewalk.multiple_choice.tiny_models import tiny_qwen2_5_vl
+from spacewalk.training.tasks import take_served_tasks
 
 from conftest import compose_evaluate
 from openai_stub import stub_fixture
@@ -146,12 +150,15 @@ def test_the_judge_limit_through_the_configs(synthetic_egocross_root):
               "data.judge=${model}", "model=mc_openai", "model.max_tokens=6")
     for extra, judge_limit in (((), 512), (("data.judge_max_tokens=100",), 100)):
         cfg = compose_evaluate(*common, *extra)
+        take_served_tasks(cfg)  # as the entry point does before anything is built
         task = hydra.utils.instantiate(cfg.data, _convert_="all")
         backend, generation = generation_record(task, hydra.utils.instantiate(cfg.model, _convert_="all"))
         assert generation["answer"] == {"max_tokens": 6, "from": FROM_CONFIG}
         assert generation["judge"]["max_tokens"] == judge_limit and task.judge.max_tokens == judge_limit
     with pytest.raises(InstantiationException, match="judge_max_tokens=0"):  # Hydra's wrapper of the ValueError
-        hydra.utils.instantiate(compose_evaluate(*common, "data.judge_max_tokens=0").data, _convert_="all")
+        refused = compose_evaluate(*common, "data.judge_max_tokens=0")
+        take_served_tasks(refused)
+        hydra.utils.instantiate(refused.data, _convert_="all")
 
 
 def test_caption_enhanced_llm_gets_the_task_limit_and_the_captioner_the_caption_limit():

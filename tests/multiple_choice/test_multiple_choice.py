@@ -4,18 +4,21 @@ files, the scripted (100 %), random (chance) and contrastive text backends."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
+import hydra
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from spacewalk import score
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
-from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
-from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
-from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRecognitionQuestions
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import StepRecognitionQuestions
+from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 from spacewalk.core.errors import DataError
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import RandomBackend, ScriptedBackend
@@ -25,6 +28,7 @@ from spacewalk.multiple_choice.parsing import parse_letter, parse_number
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Reply
 from spacewalk.results.layout import METRICS_VERSION
 
+from conftest import REPO, compose_evaluate
 from fakes import FakeText
 
 SMALL = dict(n_train=1, n_val=1, n_test=2, minutes=[4, 5], steps_per_video=[3, 5], samples_per_video=60,
@@ -454,7 +458,7 @@ def test_step_oracle_lists_the_steps_of_the_window(synthetic):
 
 
 def test_step_rating_asks_every_class_and_predicts_the_best_rated(synthetic, tmp_path):
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRatingQuestions
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import StepRatingQuestions
 
     task = StepRatingQuestions(synthetic, "test", "1min", samples_per_video=4)
     samples = StepRecognitionQuestions(synthetic, "test", "1min", samples_per_video=4).items()
@@ -491,7 +495,7 @@ def test_contrastive_video_scores_options_against_the_clip_frames(synthetic):
 
     encoder = VideoWithText()
     backend = ContrastiveVideoBackend(encoder, num_frames=3)
-    task = QuestionAnswering(synthetic, max_items=2)
+    task = QuestionAnswering(synthetic, limit=2)
     items = task.items()
     replies = backend.answer(items, [task.prompt(i) for i in items])
     assert [s[0] for s in encoder.shapes] == [3, 3]  # one clip of 3 frames per item
@@ -507,7 +511,7 @@ def _task_with(name: str, setting: str, value):
     none is given."""
     from spacewalk.benchmarks.egocross.task import EgoCrossCloseQATask, EgoCrossOpenQATask
     from spacewalk.benchmarks.egoschema.task import EgoSchemaTask
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRatingQuestions
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import StepRatingQuestions
 
     tasks = {"egoschema": EgoSchemaTask, "egocross_closeqa": EgoCrossCloseQATask,
              "egocross_openqa": EgoCrossOpenQATask, "spacewalk18_qa": QuestionAnswering,
@@ -516,8 +520,9 @@ def _task_with(name: str, setting: str, value):
 
 
 LIMITS = [("egoschema", "limit"), ("egocross_closeqa", "limit"), ("egocross_openqa", "limit"),
-          ("spacewalk18_qa", "max_items"), ("step_questions", "samples_per_video"),
-          ("step_questions", "max_videos"), ("step_rating", "max_videos")]
+          ("spacewalk18_qa", "limit"), ("step_questions", "samples_per_video"),
+          ("step_questions", "max_videos"), ("step_questions", "limit"), ("step_rating", "max_videos"),
+          ("step_rating", "limit")]
 
 
 @pytest.mark.parametrize("task, setting", LIMITS)
@@ -530,12 +535,12 @@ def test_a_limit_that_leaves_no_item_is_refused_naming_the_setting(task, setting
 
 
 @pytest.mark.parametrize("loader, setting", [("egoschema", "limit"), ("egocross", "limit"),
-                                             ("spacewalk18_qa", "max_items"), ("step_questions", "max_videos")])
+                                             ("spacewalk18_qa", "limit"), ("step_questions", "max_videos")])
 def test_the_loaders_refuse_an_empty_limit_before_reading_anything(loader, setting, tmp_path):
     from spacewalk.benchmarks.egocross.task import open_egocross
     from spacewalk.benchmarks.egoschema.task import open_egoschema
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import step_recognition_questions_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import step_recognition_questions_task
 
     loaders = {"egoschema": open_egoschema, "egocross": open_egocross, "spacewalk18_qa": question_answering_task,
                "step_questions": step_recognition_questions_task}
@@ -545,4 +550,32 @@ def test_the_loaders_refuse_an_empty_limit_before_reading_anything(loader, setti
 
 
 def test_a_limit_of_one_keeps_the_first_item(synthetic):
-    assert len(QuestionAnswering(synthetic, max_items=1).items()) == 1
+    assert len(QuestionAnswering(synthetic, limit=1).items()) == 1
+
+
+@pytest.mark.parametrize("data", sorted(p.stem for p in (REPO / "conf" / "data").glob("*.yaml")
+                                        if "multiple_choice" in (OmegaConf.load(p).get("data_tasks") or [])))
+def test_every_multiple_choice_data_set_takes_data_limit(data):
+    # the same setting under the same name whatever the benchmark: the first N questions (or samples)
+    cfg = compose_evaluate(f"data={data}", "data.limit=3")
+    assert cfg.data.limit == 3
+    assert "limit" in inspect.signature(hydra.utils.get_method(cfg.data._target_)).parameters
+
+
+def test_data_limit_keeps_the_first_step_samples_in_video_order(synthetic):
+    full = StepRecognitionQuestions(synthetic, samples_per_video=4)
+    first = list(full.samples)[0]
+    limited = StepRecognitionQuestions(synthetic, samples_per_video=4, limit=6)
+    assert [i.id for i in limited.items()] == [i.id for i in full.items()][:6]
+    assert list(limited.samples) == list(full.samples)[:2] and limited.samples[first] == full.samples[first]
+    assert not limited.complete
+
+
+def test_a_run_made_before_a_null_setting_existed_still_resumes(tmp_path):
+    def identity(**data):
+        return {"data": {"root": None, "seed": 0, **data}, "model": {"a": 1}, "items_digest": "d"}
+
+    runner.check_run_identity(tmp_path, identity(max_items=None))
+    runner.check_run_identity(tmp_path, identity(limit=None))
+    with pytest.raises(ValueError, match="other settings"):
+        runner.check_run_identity(tmp_path, identity(limit=5))

@@ -8,10 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18 import summaries
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-from spacewalk.benchmarks.spacewalk18.question_answering import QA_INSTRUCTION, QuestionAnswering
-from spacewalk.benchmarks.spacewalk18.step_recognition_questions import INSTRUCTION, MISSION, StepRecognitionQuestions
+from spacewalk.benchmarks.spacewalk18.questions import summaries
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QA_INSTRUCTION, QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import (
+    INSTRUCTION,
+    MISSION,
+    StepRecognitionQuestions,
+)
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, IMAGE_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBackend
@@ -93,15 +97,15 @@ def test_step_oracle_shows_each_step_caption_then_its_middle_frame(synthetic):
 
 
 def test_qa_summaries_go_after_the_clip(synthetic):
-    qa = QuestionAnswering(synthetic, summary="animation", max_items=2)
+    qa = QuestionAnswering(synthetic, summary="animation", limit=2)
     item = qa.items()[0]
     parts = qa.prompt(item).parts
     assert parts[:3] == (Prompt.VISUAL, summaries.ANIMATION,
                          summaries.preview_visual(synthetic.recordings[item.meta["video_id"]]))
     assert parts[3] == QA_INSTRUCTION.format(last="D")
-    oracle = QuestionAnswering(synthetic, summary="step_oracle", max_items=2)
+    oracle = QuestionAnswering(synthetic, summary="step_oracle", limit=2)
     assert summaries.ORACLE_FRAMES in oracle.prompt(item).parts and oracle.prompt(item).context_visuals
-    captions = QuestionAnswering(synthetic, summary="step_oracle_captions", max_items=2).prompt(item)
+    captions = QuestionAnswering(synthetic, summary="step_oracle_captions", limit=2).prompt(item)
     assert "The steps that occur in this video are: " in captions.text and not captions.context_visuals
     with pytest.raises(ValueError, match="summary must be one of"):
         QuestionAnswering(synthetic, summary="oracle")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.caption_enhanced import CAPTIONS_INTRO, CaptionEnhancedBackend
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend, conversation
@@ -26,7 +26,7 @@ SMALL = dict(n_train=1, n_val=1, n_test=1, minutes=[4, 5], steps_per_video=[3, 5
 @pytest.fixture(scope="module")
 def qa(tmp_path_factory):
     dataset = open_spacewalk18(synthetic_root=tmp_path_factory.mktemp("vlm") / "synthetic", synthetic=SMALL)
-    return QuestionAnswering(dataset, max_items=3)
+    return QuestionAnswering(dataset, limit=3)
 
 
 def test_conversation_places_the_video_at_the_marker(tmp_path):

@@ -9,17 +9,27 @@ import json
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 from spacewalk.multiple_choice.records import ITEM_COLUMNS
-from spacewalk.training.multiple_choice import flat_numbers, log_to_wandb
+from spacewalk.results.bootstrap import BootstrapOptions, accuracy_intervals
+from spacewalk.training.experiment_loggers import logged_numbers
+from spacewalk.training.multiple_choice import log_to_wandb
 
 from openai_stub import Stub, Task, by_question, toy_items
 from wandb_offline import offline_run
 
 
-def test_flat_numbers_keep_the_numbers_under_joined_keys():
-    metrics = {"Accuracy": 50.0, "count": 4, "task": "qa", "per_type": {"a": 25.0, "b": None},
-               "intervals": {"Accuracy": {"low": 10.0, "high": 90.0, "unit": "questions"}}, "flag": True}
-    assert flat_numbers(metrics) == {"Accuracy": 50.0, "count": 4, "per_type/a": 25.0,
-                                     "intervals/Accuracy/low": 10.0, "intervals/Accuracy/high": 90.0}
+def test_logged_numbers_are_named_so_panels_group_as_meant():
+    """Headline numbers and their bounds in the "test" section, a group's in its own section, a "/" inside a
+    question type no section of its own; the intervals' settings apart (config, not charts)."""
+    interval = {"estimate": 50.0, "low": 10.0, "high": 90.0, "level": 0.95, "unit": "questions", "n": 4,
+                "n_resamples": 1000, "seed": 0, "method": "percentile"}
+    metrics = {"Accuracy": 50.0, "count": 4, "task": "qa", "per_type": {"a": 25.0, "b": None, "before/after": 75.0},
+               "intervals": {"Accuracy": interval, "per_type": {"before/after": {**interval, "low": 5.0}}},
+               "flag": True}
+    numbers, settings = logged_numbers(metrics)
+    assert numbers == {"test/Accuracy": 50.0, "test/count": 4, "per_type/a": 25.0, "per_type/before|after": 75.0,
+                       "test/Accuracy_low": 10.0, "test/Accuracy_high": 90.0, "per_type/before|after_low": 5.0,
+                       "per_type/before|after_high": 90.0}
+    assert settings == {"level": 0.95, "n_resamples": 1000, "seed": 0, "method": "percentile", "unit": "questions"}
 
 
 def test_metrics_and_the_items_table_are_logged_offline(tmp_path, monkeypatch):
@@ -34,6 +44,9 @@ def test_metrics_and_the_items_table_are_logged_offline(tmp_path, monkeypatch):
         metrics = runner.run(task, backend, tmp_path, progress=False)
     finally:
         server.close()
+    # the toy task has no intervals of its own: the bootstrap's over its questions, as a benchmark's task gives them
+    correct = [r.correct for r in runner.read_run(tmp_path)]
+    metrics["intervals"] = accuracy_intervals(correct, BootstrapOptions(n_resamples=200), name="Accuracy")
     settings = {"enabled": True, "offline": True, "project": "spacewalk", "group": "toy_benchmark",
                 "job_type": "mc_openai"}
     log_to_wandb(settings, task, backend.name, tmp_path, metrics, {"model": {"model": "stub-model"}})
@@ -43,7 +56,13 @@ def test_metrics_and_the_items_table_are_logged_offline(tmp_path, monkeypatch):
                                                                            "openai:stub-model")
     assert set(run["tags"]) == {"toy_benchmark", "mc_openai", "toy"}
     assert run["config"]["model"] == {"model": "stub-model"} and run["config"]["task"] == "toy"
-    assert run["logged"]["Accuracy"] == metrics["Accuracy"] and run["logged"]["count"] == 6
+    assert run["logged"]["test/Accuracy"] == metrics["Accuracy"] and run["logged"]["test/count"] == 6
+    # the intervals: bounds beside the number, their settings in the config (no chart of a seed or a level)
+    interval = metrics["intervals"]["Accuracy"]
+    assert (run["logged"]["test/Accuracy_low"], run["logged"]["test/Accuracy_high"]) == (interval["low"],
+                                                                                        interval["high"])
+    assert run["config"]["intervals"]["n_resamples"] == interval["n_resamples"]
+    assert not any(k.split("/")[-1] in ("n_resamples", "seed", "level") for k in run["logged"])
     # the table, as the run folder holds it for upload
     assert run["logged"]["items/_type"] == "table-file" and run["logged"]["items/nrows"] == 6
     table = json.loads((run["folder"] / "files" / run["logged"]["items/path"]).read_text())

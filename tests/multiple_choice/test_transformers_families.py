@@ -108,7 +108,7 @@ def test_the_model_gets_what_the_familys_processor_builds(family, visuals):
                                                      return_dict=True, return_tensors="pt", processor_kwargs=kwargs)
     expected = {k: v for k, v in expected.items() if torch.is_tensor(v)}
     assert sorted(given) == sorted(expected)
-    for key, value in expected.items():
+    for key, value in expected.items():  # floats too: the same processor, frames and machine give the same bits
         assert torch.equal(given[key], value), key
     text = backend.processor.batch_decode(given["input_ids"])[0]
     if family == "qwen3_vl":  # each frame pair's mean time: the clip's bin centres 0.75, 1.25 | 1.75, 2.25 s, the
@@ -139,6 +139,8 @@ def test_new_families_answer_a_batch_as_they_answer_each_row(family, visuals):
              for k, v in (("a", clip), ("b", preview))]
     prompts = [Prompt((Prompt.VISUAL, "The still:", still, "Answer.")), Prompt(("Answer.", Prompt.VISUAL))]
     together = [r.text for r in backend.answer(items, prompts)]
+    # a row batched rounds unlike the row alone (logits about 1e-7 apart), but each chosen token leads the next by
+    # 0.01 or more on these tiny models (both measured): rounding cannot change a greedy reply
     assert together == [backend.answer([i], [p])[0].text for i, p in zip(items, prompts)]
 
 
@@ -203,7 +205,7 @@ def test_a_family_the_table_lacks_is_refused_or_added_by_configuration(tmp_path)
                                                                                          "clip_as": "film"}})
     with pytest.raises(ConfigError, match="family bad: give resize"):
         TransformersVLMBackend(model_object=model, processor=processor, families={"bad": {"clip_as": "images"}})
-    with pytest.raises(ConfigError, match="family bad: .*'frame_rule'"):
+    with pytest.raises(ConfigError, match="families.bad.frame_rule: not a setting \\(did you mean frames\\?\\)"):
         TransformersVLMBackend(model_object=model, processor=processor,
                                families={"bad": {"resize": "fixed", "frame_rule": 3}})
 

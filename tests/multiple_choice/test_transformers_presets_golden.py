@@ -60,9 +60,9 @@ def scenarios(folder: Path) -> tuple[list[MultipleChoiceItem], list[Prompt]]:
     """Four items of extracted frames (clips of different lengths and sizes, a context clip, a still from a
     synthetic Spacewalk-18 video) with prompts of the kinds the tasks write."""
     from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-    from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
 
-    qa = QuestionAnswering(open_spacewalk18(synthetic_root=folder / "synthetic", synthetic=SMALL), max_items=2)
+    qa = QuestionAnswering(open_spacewalk18(synthetic_root=folder / "synthetic", synthetic=SMALL), limit=2)
     qa_items = qa.items()
     still = Visual(video=qa_items[0].visual.video, time=1.0)
     clips = [frames_visual(folder, f"c{k}_", n, size, k) for k, (n, size) in

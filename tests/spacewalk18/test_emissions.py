@@ -1,5 +1,5 @@
-"""Stronger emissions for the plan decoder (spacewalk/benchmarks/spacewalk18/emissions.py): per-recording and per-window
-calibration against brute force, block products, the fused calibration's fit."""
+"""Stronger emissions for the plan decoder (spacewalk/benchmarks/spacewalk18/decoding/emissions.py): per-recording
+and per-window calibration against brute force, block products, the fused calibration's fit."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from test_plan_decoding import noisy_recording, recording
 
-from spacewalk.benchmarks.spacewalk18.dataset import NOT_ANNOTATED
-from spacewalk.benchmarks.spacewalk18.emissions import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import NOT_ANNOTATED
+from spacewalk.benchmarks.spacewalk18.decoding.emissions import (
     Emissions,
     FusedCalibration,
     WindowRows,
@@ -21,7 +21,7 @@ from spacewalk.benchmarks.spacewalk18.emissions import (
     window_normalized,
     within_window_emissions,
 )
-from spacewalk.benchmarks.spacewalk18.plan_decoding import (
+from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import (
     Calibration,
     DecodeSettings,
     PlanModel,
@@ -202,8 +202,8 @@ def test_a_recipes_block_products_sum_to_its_scores(tmp_path):
     from datamodules.step_recognition import StepRecognitionDataModule
     from models.heads import LFBCat
     from models.step_recognition import StepRecognitionModule
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-    from spacewalk.benchmarks.spacewalk18.synthetic import ensure_dataset
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset
     from spacewalk.training.decoding import score_blocks, score_samples
 
     from fakes import FakeText

@@ -12,9 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.feature_bank import LOCKS, BankConfig, FeatureBank, RecordingBank
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, Window
+from spacewalk.benchmarks.spacewalk18.data.dataset import IRRELEVANT_DESCRIPTION, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, Window
+from spacewalk.benchmarks.spacewalk18.features.bank import LOCKS, FeatureBank
+from spacewalk.benchmarks.spacewalk18.features.config import BankConfig
+from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.media.grid import num_cells
 from spacewalk.media.video import dense_timestamps, segment_timestamps
@@ -308,7 +310,7 @@ def test_video_changes_and_a_recording_without_video(synthetic_copy, tmp_path, c
     ids = list(data.recordings)
     data.recordings[ids[0]].video_path.unlink()
     directory = tmp_path / "bank"
-    with caplog.at_level(logging.WARNING, logger="spacewalk.benchmarks.spacewalk18.feature_bank"):
+    with caplog.at_level(logging.WARNING, logger="spacewalk.benchmarks.spacewalk18.features.bank"):
         bank = FeatureBank(directory, data, FakeText(), FakeVideo(), SMALL)
         assert bank.build(progress=False) == ids
         assert bank.load(ids[0]).video is None and bank.load(ids[1]).video is not None
@@ -474,14 +476,14 @@ class FrameIds(FakeVideo):
 
 
 def test_a_29_97_fps_recording_is_read_on_the_benchmark_clock(tiny_root, tmp_path, monkeypatch):
-    from spacewalk.benchmarks.spacewalk18 import feature_bank
+    from spacewalk.benchmarks.spacewalk18.features import build as bank_build
 
     data = Spacewalk18(tiny_root)
     rec = data.recordings["01012020"]
     write_painted_video(rec.video_path, rec.num_frames + 3)  # a hair longer than the annotation, as downloads are
     clocks = []
-    opened = feature_bank.open_video
-    monkeypatch.setattr(feature_bank, "open_video", lambda *a: clocks.append(a[3]) or opened(*a))
+    opened = bank_build.open_video
+    monkeypatch.setattr(bank_build, "open_video", lambda *a: clocks.append(a[3]) or opened(*a))
     video = FrameIds()
     bank = FeatureBank(tmp_path / "bank", data, FakeText(), video, BankConfig(frame_size=None))
     assert bank.build(["01012020"], progress=False) == ["01012020"]
@@ -504,7 +506,8 @@ def test_a_29_97_fps_recording_is_read_on_the_benchmark_clock(tiny_root, tmp_pat
 
 
 class DigestVideo(FakeVideo):
-    """FakeVideo that also keeps a digest of every clip's pixels, in the order the clips came."""
+    """FakeVideo that also keeps a digest of every clip's pixels, in the order the clips came (uint8 pixels
+    decoded on this machine by either builder: integers, so their digests compare them exactly)."""
 
     def __init__(self, averages_frames: bool):
         super().__init__()

@@ -1,16 +1,16 @@
 """The intervals of Spacewalk-18's headline numbers (spacewalk/benchmarks/spacewalk18/intervals.py: Student's t over
 recordings for step recognition, the stratified bootstrap for intra-video retrieval) and the resampled official
-metrics the paired comparison draws (spacewalk/benchmarks/spacewalk18/scoring.py)."""
+metrics the paired comparison draws (spacewalk/benchmarks/spacewalk18/scoring/official.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import RetrievalSample, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import RetrievalSample, Spacewalk18
 from spacewalk.benchmarks.spacewalk18.headlines import STEP_RECOGNITION
 from spacewalk.benchmarks.spacewalk18.intervals import retrieval_intervals, step_recognition_intervals
-from spacewalk.benchmarks.spacewalk18.scoring import (
+from spacewalk.benchmarks.spacewalk18.scoring.official import (
     accuracy,
     class_average_precisions,
     resampled_accuracies,

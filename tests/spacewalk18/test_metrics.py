@@ -1,5 +1,5 @@
 """Official Spacewalk-18 scoring: hand-computed cases, a loop-based reference written from the spec
-(BENCHMARKS.md 1.4) compared on the real test split, the random baseline, and the DDP Metric."""
+(docs/spacewalk18.md, Official scoring) compared on the real test split, the random baseline, and the DDP Metric."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data import DistributedSampler
 
-from spacewalk.benchmarks.spacewalk18.dataset import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import (
     FPS,
     Question,
     Recording,
@@ -24,8 +24,8 @@ from spacewalk.benchmarks.spacewalk18.dataset import (
     Step,
     StepSample,
 )
-from spacewalk.benchmarks.spacewalk18.sampler import step_samples
-from spacewalk.benchmarks.spacewalk18.scoring import (
+from spacewalk.benchmarks.spacewalk18.data.step_sampler import step_samples
+from spacewalk.benchmarks.spacewalk18.scoring.official import (
     accuracy,
     average_precision,
     class_average_precisions,
@@ -35,7 +35,7 @@ from spacewalk.benchmarks.spacewalk18.scoring import (
     step_recognition_metrics,
     video_step_metrics,
 )
-from spacewalk.benchmarks.spacewalk18.step_recognition_metric import StepRecognitionMetric
+from spacewalk.benchmarks.spacewalk18.scoring.step_recognition_metric import StepRecognitionMetric
 
 
 def make_recording(video_id: str, bounds: list[tuple[int, int, int]], num_classes: int) -> Recording:
@@ -52,7 +52,7 @@ def make_samples(frames_labels: list[tuple[int, int]]) -> list[StepSample]:
 
 
 # --------------------------------------------------------------------------------------------------
-# AP, by hand from the rule in BENCHMARKS.md 1.4
+# AP, by hand from the rule in docs/spacewalk18.md, Official scoring
 
 
 @pytest.mark.parametrize("scores, positives, expected", [
@@ -178,7 +178,7 @@ def test_predictions_outside_the_label_space_are_rejected():
 
 
 # --------------------------------------------------------------------------------------------------
-# an independent reference, written loop by loop from the text of BENCHMARKS.md 1.4
+# an independent reference, written loop by loop from the text of docs/spacewalk18.md, Official scoring
 
 
 def reference_ap(scores, positives):
@@ -296,9 +296,10 @@ def test_scoring_the_real_test_split_is_fast(real_test):
 
     ds, samples = real_test
     predictions, scores = random_predictions(ds, samples, 0)
-    start = time.perf_counter()
+    # CPU time of this process, not wall time: other jobs on the machine do not count against it
+    start = time.process_time()
     step_recognition_metrics(ds.recordings, samples, predictions, scores)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The plan decoder (spacewalk/benchmarks/spacewalk18/plan_decoding.py): the chain estimated from annotations, its
-transitions, the calibration, and both decoders on recordings whose truth is known."""
+"""The plan decoder (spacewalk/benchmarks/spacewalk18/decoding/plan_decoder.py): the chain estimated from
+annotations, its transitions, the calibration, and both decoders on recordings whose truth is known."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, Recording, Segment, Step, StepSample
-from spacewalk.benchmarks.spacewalk18.plan_decoding import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, Recording, Segment, Step, StepSample
+from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import (
     Calibration,
     DecodeSettings,
     PlanModel,

@@ -1,7 +1,7 @@
-"""Reading QA answers off a decoded clip timeline (spacewalk/benchmarks/spacewalk18/plan_reading.py): each rule on
-posteriors
-written by hand, the chain, the place mentions, and the backend through the multiple-choice runner on the synthetic
-Spacewalk-18 (its questions, a bag-of-words text encoder), where reading the plan must beat chance in both modes."""
+"""Reading QA answers off a decoded clip timeline (spacewalk/benchmarks/spacewalk18/questions/plan_reading.py): each
+rule on posteriors written by hand, the chain, the place mentions, and the backend through the multiple-choice runner
+on the synthetic Spacewalk-18 (its questions, a bag-of-words text encoder), where reading the plan must beat chance in
+both modes."""
 
 from __future__ import annotations
 
@@ -11,19 +11,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import Sentence
-from spacewalk.benchmarks.spacewalk18.plan_decoding import PlanModel
-from spacewalk.benchmarks.spacewalk18.plan_reading import (
-    PlanReadingBackend,
+from spacewalk.benchmarks.spacewalk18.data.dataset import Sentence
+from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import PlanModel
+from spacewalk.benchmarks.spacewalk18.questions.plan_reading import (
+    PlanReading,
     ReadingSettings,
     _Clip,
     options_chain,
+    plan_reading_backend,
     pooled_cells,
     precedes,
     side_scores,
     third_seconds,
 )
-from spacewalk.benchmarks.spacewalk18.question_answering import QuestionAnswering
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
 from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice import runner
 
@@ -90,9 +91,9 @@ def test_place_mentions_allow_spaced_names_and_not_longer_ones():
     said = [Sentence("we are heading to p 6 now", 10.0, 12.0), Sentence("the P60 truss", 20.0, 21.0),
             Sentence("arrived at P-6", 30.0, 31.0), Sentence("near the robotic arm", 40.0, 42.0)]
     clip = _Clip(bank=None, cells=np.arange(3), times=np.zeros(3), pooled=np.zeros((3, 2)), transcript=said)
-    np.testing.assert_allclose(PlanReadingBackend.mentions("the P6", clip), [10.0, 30.0])
-    np.testing.assert_allclose(PlanReadingBackend.mentions("the robotic arm ", clip), [40.0])
-    assert len(PlanReadingBackend.mentions("the S0", clip)) == 0
+    np.testing.assert_allclose(PlanReading.mentions("the P6", clip), [10.0, 30.0])
+    np.testing.assert_allclose(PlanReading.mentions("the robotic arm ", clip), [40.0])
+    assert len(PlanReading.mentions("the S0", clip)) == 0
 
 
 class BagOfWords:
@@ -119,27 +120,28 @@ def synthetic_root(synthetic_spacewalk18) -> Path:
 # floors are what these settings give here (38 / 53 % without the threshold), far above chance on 60 questions
 @pytest.mark.parametrize(("steps", "floor"), [("options", 45), ("recording", 55)])
 def test_backend_beats_chance_on_synthetic_questions_through_the_runner(synthetic_root, tmp_path, steps, floor):
-    backend = PlanReadingBackend(BagOfWords(), root=synthetic_root, bank_dir=tmp_path / "bank", steps=steps, pool=0,
-                                 absent_seconds=12.0)
-    task = QuestionAnswering(backend.dataset)
+    backend = plan_reading_backend(BagOfWords(), root=synthetic_root, bank_dir=tmp_path / "bank", steps=steps,
+                                   pool=0, absent_seconds=12.0)
+    task = QuestionAnswering(backend.reader.dataset)
     metrics = runner.run(task, backend, tmp_path / "run", progress=False)
     records = runner.existing_records(tmp_path / "run")
     assert all(r.scores is not None and len(r.scores) == 4 for r in records.values())
     assert {r.meta["rule"] for r in records.values()} == {"side", "thirds"}
+    assert {r.meta["steps"] for r in records.values()} == {steps} and backend.name == f"plan_reading_{steps}"
     assert metrics["count"] == 60
     assert metrics["Accuracy"] >= floor, metrics  # chance is 25 %
     assert (tmp_path / "run" / "answers.json").is_file()
 
 
 def test_choose_settings_keeps_the_best_and_the_earlier_of_equals(synthetic_root, tmp_path):
-    from spacewalk.benchmarks.spacewalk18.plan_reading import choose_settings
+    from spacewalk.benchmarks.spacewalk18.questions.plan_reading import choose_settings
 
-    backend = PlanReadingBackend(BagOfWords(), root=synthetic_root, bank_dir=tmp_path / "bank", pool=0)
-    items = QuestionAnswering(backend.dataset).items()
+    reader = PlanReading(BagOfWords(), root=synthetic_root, bank_dir=tmp_path / "bank", pool=0)
+    items = QuestionAnswering(reader.dataset).items()
     plain, same, threshold = ReadingSettings(pool=0), ReadingSettings(pool=0, side_rule="signed"), \
         ReadingSettings(pool=0, absent_seconds=12.0)
-    chosen, table = choose_settings(backend, items, [plain, same, threshold])
+    chosen, table = choose_settings(reader, items, [plain, same, threshold])
     assert [row["Accuracy"] for row in table][0] == table[1]["Accuracy"] < table[2]["Accuracy"]
     assert chosen is threshold  # the synthetic "when" answers include "does not happen"
-    chosen, _ = choose_settings(backend, items, [same, plain])
+    chosen, _ = choose_settings(reader, items, [same, plain])
     assert chosen is same

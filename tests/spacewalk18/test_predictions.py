@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import Question, RetrievalSample, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.predictions import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import Question, RetrievalSample, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import (
     read_qa_predictions,
     read_retrieval_predictions,
     read_step_predictions,

@@ -1,7 +1,6 @@
-"""The QA question generator (spacewalk/benchmarks/spacewalk18/question_generator.py): every question checked against
-the
-annotations by rules written here again, determinism, the official format (the real test file's keys, wording
-and options), and the command with the scorer reading its file."""
+"""The QA question generator (spacewalk/benchmarks/spacewalk18/questions/question_generator.py): every question
+checked against the annotations by rules written here again, determinism, the official format (the real test file's
+keys, wording and options), and the command with the scorer reading its file."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import Recording, Segment, Spacewalk18, Step, frame_of
-from spacewalk.benchmarks.spacewalk18.predictions import write_qa_predictions
-from spacewalk.benchmarks.spacewalk18.question_generator import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, Segment, Spacewalk18, Step, frame_of
+from spacewalk.benchmarks.spacewalk18.questions.question_generator import (
     ABSENT,
     BEFORE_AFTER,
     ORDER,
@@ -23,7 +21,8 @@ from spacewalk.benchmarks.spacewalk18.question_generator import (
     generate,
     main,
 )
-from spacewalk.benchmarks.spacewalk18.scoring import qa_accuracy
+from spacewalk.benchmarks.spacewalk18.scoring.official import qa_accuracy
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_qa_predictions
 from spacewalk.core.errors import ConfigError
 from spacewalk.score import main as score_main
 
@@ -203,7 +202,7 @@ def test_command_refuses_a_missing_root(tmp_path, capsys):
 
 def test_the_qa_task_asks_a_generated_file(real_spacewalk18_root, tmp_path):
     """data.questions: the task's items, official answers file and metrics follow the generated file."""
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
     from spacewalk.multiple_choice.task import Record
 
     out = tmp_path / "val.json"
@@ -215,3 +214,16 @@ def test_the_qa_task_asks_a_generated_file(real_spacewalk18_root, tmp_path):
     assert task.metrics(items, records)["Accuracy"] == 100.0
     task.write_outputs(items, records, tmp_path)
     assert json.loads((tmp_path / "answers.json").read_text()) == [i.answer for i in items]
+
+
+def test_command_on_a_synthetic_root_uses_its_clip_length(synthetic_spacewalk18, tmp_path, capsys):
+    # the synthetic recordings (minutes long) hold no one-hour clip: the root's own clip length is the default
+    from spacewalk.benchmarks.spacewalk18.questions.question_generator import WINDOW_SECONDS, root_window
+
+    root = synthetic_spacewalk18(seed=2, n_train=1, n_val=2, n_test=1, minutes=(12.0, 14.0), qa_window_seconds=300.0)
+    assert root_window(root) == 300.0 and root_window(tmp_path) == WINDOW_SECONDS
+    out = tmp_path / "val.json"
+    assert main(["--root", str(root), "--split", "val", "--out", str(out)]) == 0
+    questions = json.loads(out.read_text())
+    assert questions and all(q["video_end"] - q["video_start"] == pytest.approx(300.0) for q in questions)
+    assert "wrote" in capsys.readouterr().out

@@ -1,5 +1,5 @@
-"""The intra-video retrieval sampler (BENCHMARKS 1.7): every rule checked on every sample, on hand-made
-segments, on a synthetic root and on the real annotations; and the samples command line."""
+"""The intra-video retrieval sampler (docs/spacewalk18.md, Intra-video retrieval): every rule checked on every sample,
+on hand-made segments, on a synthetic root and on the real annotations; and the samples command line."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, NOT_ANNOTATED, RETRIEVAL_DIR, Segment, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.retrieval_sampler import (
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, NOT_ANNOTATED, RETRIEVAL_DIR, Segment, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import (
     RetrievalSamplerConfig,
     recording_retrieval_samples,
     retrieval_samples,
     video_rng,
 )
-from spacewalk.benchmarks.spacewalk18.samples import main
+from spacewalk.benchmarks.spacewalk18.data.samples import main
 from spacewalk.core.io import load_json
 
 MARGIN = 15 * FPS  # frames, written out here rather than taken from the sampler

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import Segment, Spacewalk18, samples_to_json
-from spacewalk.benchmarks.spacewalk18.sampler import allocate, recording_step_samples, step_samples
+from spacewalk.benchmarks.spacewalk18.data.dataset import Segment, Spacewalk18, samples_to_json
+from spacewalk.benchmarks.spacewalk18.data.step_sampler import allocate, recording_step_samples, step_samples
 
 
 def test_reproduces_every_official_file(real_spacewalk18_root):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, Spacewalk18
 from spacewalk.core.errors import DataError
 
 

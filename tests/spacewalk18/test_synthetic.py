@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-import spacewalk.benchmarks.spacewalk18.synthetic as synthetic
-from spacewalk.benchmarks.spacewalk18.dataset import (
+import spacewalk.benchmarks.spacewalk18.synthetic.generate as generation
+from spacewalk.benchmarks.spacewalk18.data.dataset import (
     FPS,
     IRRELEVANT_DESCRIPTION,
     NOT_ANNOTATED,
@@ -23,16 +23,13 @@ from spacewalk.benchmarks.spacewalk18.dataset import (
     frame_of,
     samples_to_json,
 )
-from spacewalk.benchmarks.spacewalk18.sampler import step_samples
-from spacewalk.benchmarks.spacewalk18.synthetic import (
-    LOCATIONS,
-    OBJECTS,
-    PALETTE,
-    VERB_ING,
-    VOCABULARY,
-    ensure_dataset,
-    generate,
-)
+from spacewalk.benchmarks.spacewalk18.data.step_sampler import step_samples
+from spacewalk.benchmarks.spacewalk18.synthetic.__main__ import main as synthetic_main
+from spacewalk.benchmarks.spacewalk18.synthetic.generate import ensure_dataset, generate
+from spacewalk.benchmarks.spacewalk18.synthetic.options import Options
+from spacewalk.benchmarks.spacewalk18.synthetic.plan import plan_pieces
+from spacewalk.benchmarks.spacewalk18.synthetic.task_files import THIRDS
+from spacewalk.benchmarks.spacewalk18.synthetic.vocabulary import LOCATIONS, OBJECTS, PALETTE, VERB_ING, VOCABULARY
 
 # small enough to generate in well under a second, big enough for every task file to have content
 TINY = dict(n_train=2, n_val=1, n_test=1, steps_per_video=(5, 6), minutes=(6.0, 8.0), video_fps=1.0,
@@ -133,7 +130,7 @@ def test_questions_follow_the_templates(data):
         assert q.video_id in data.splits["test"] and len(set(q.options)) == 4
         captions = [st.caption for st in rec.steps[1:]]
         if q.type == "when task":
-            assert set(q.options) == set(synthetic.THIRDS)
+            assert set(q.options) == set(THIRDS)
             continue
         target = re.fullmatch(r"Which of the following tasks happens (before|after) (.+)\?", q.question)
         relation, step = target.group(1), captions.index(target.group(2)) + 1
@@ -166,7 +163,7 @@ def test_same_seed_same_dataset(root, tmp_path):
     assert first.keys() == second.keys()
     for name in first:
         if name.endswith(".mp4"):
-            np.testing.assert_array_equal(_frames(root / name), _frames(again / name))
+            np.testing.assert_array_equal(_frames(root / name), _frames(again / name))  # both rendered here
         else:
             assert first[name] == second[name], name
     other = generate(tmp_path / "other", seed=4, progress=False, **TINY)
@@ -214,7 +211,7 @@ def test_ensure_dataset_generates_once(tmp_path, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("regenerated")
 
-    monkeypatch.setattr(synthetic, "generate", fail)
+    monkeypatch.setattr(generation, "generate", fail)
     assert ensure_dataset(target, seed=1, progress=False, **TINY) == target.absolute()
     assert _files(target) == before
     with pytest.raises(ValueError, match="other settings"):
@@ -226,7 +223,7 @@ def test_ensure_dataset_generates_once(tmp_path, monkeypatch):
 
 def test_generation_is_atomic(tmp_path, monkeypatch):
     target = tmp_path / "sw18"
-    write_video = synthetic._write_video
+    write_video = generation.write_video
     calls = []
 
     def interrupted(*args, **kwargs):
@@ -235,11 +232,11 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return write_video(*args, **kwargs)
 
-    monkeypatch.setattr(synthetic, "_write_video", interrupted)
+    monkeypatch.setattr(generation, "write_video", interrupted)
     with pytest.raises(KeyboardInterrupt):
         generate(target, seed=1, progress=False, **TINY)
     assert list(tmp_path.iterdir()) == []  # no root, no half-built sibling
-    monkeypatch.setattr(synthetic, "_write_video", write_video)
+    monkeypatch.setattr(generation, "write_video", write_video)
 
     generate(target, seed=1, progress=False, **TINY)
     with pytest.raises(FileExistsError):
@@ -253,17 +250,17 @@ def test_generation_is_atomic(tmp_path, monkeypatch):
 
 def test_cli_refuses_an_existing_root(root, capsys):
     with pytest.raises(SystemExit) as exit_:
-        synthetic.main(["--root", str(root)])
-    assert exit_.value.code == 1 and "exists" in capsys.readouterr().err
+        synthetic_main(["--root", str(root)])
+    assert exit_.value.code == 2 and "exists" in capsys.readouterr().err
 
 
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="steps_per_video"):
-        synthetic.Options(steps_per_video=(0, 3))
+        Options(steps_per_video=(0, 3))
     with pytest.raises(ValueError, match="too short"):
-        synthetic._plan_pieces(np.random.default_rng(0), synthetic.Options(minutes=(0.5, 0.5)))
+        plan_pieces(np.random.default_rng(0), Options(minutes=(0.5, 0.5)))
     with pytest.raises(TypeError):
-        synthetic.Options(no_such_option=1)
+        Options(no_such_option=1)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
-"""Context windows and their transcript text (BENCHMARKS.md section 1.3)."""
+"""Context windows and their transcript text (docs/spacewalk18.md, Context windows)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.dataset import FPS, Sentence, Spacewalk18
-from spacewalk.benchmarks.spacewalk18.windows import TranscriptIndex, context_window, context_windows
+from spacewalk.benchmarks.spacewalk18.data.dataset import FPS, Sentence, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.windows import TranscriptIndex, context_window, context_windows
 from spacewalk.core.durations import parse_duration
 
 ALL_LENGTHS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min"]

@@ -74,8 +74,11 @@ def test_two_process_ddp_equals_one_process(straight):
              f"hydra.run.dir={two}")
     a, b = metrics(run_dir), metrics(two)
     assert b["best_val_loss"] == pytest.approx(a["best_val_loss"], rel=1e-4)
+    # a sample's worth, as the 1 % below: one of the test recording's 100 samples predicted otherwise moves
+    # Accuracy by 1 and IoU by 0.94 (measured; gradients summed in another order move the scores by 8e-6, and the
+    # closest call is 3e-3 from its runner-up)
     for name in ("Accuracy", "mAP", "IoU"):
-        assert b[name] == pytest.approx(a[name], abs=0.5)  # at most a sample's worth of float noise
+        assert b[name] == pytest.approx(a[name], abs=1.0)
     pa, pb = (json.loads((d / "predictions.json").read_text()) for d in (run_dir, two))
     same = sum(x["prediction"] == y["prediction"] for v in pa for x, y in zip(pa[v], pb[v]))
     assert same >= 0.99 * sum(len(pa[v]) for v in pa)

@@ -9,12 +9,13 @@ from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
 from spacewalk.core.errors import ConfigError
+from spacewalk.training.tasks import take_served_tasks
 
 from conftest import REPO, compose_evaluate, compose_train
 
 CONF = str(REPO / "conf")
 MODELS = sorted(p.stem for p in (REPO / "conf/model").glob("*.yaml"))
-# the paper's context lengths (BENCHMARKS 1.3) and one that is not
+# the paper's context lengths (docs/spacewalk18.md, Context windows) and one that is not
 CONTEXTS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min", "1.5h"]
 
 
@@ -36,6 +37,7 @@ def test_the_recipes_are_found():
 @pytest.mark.parametrize("model", RECIPES)
 def test_every_recipe_builds(model):
     cfg = compose_train(f"model={model}")
+    assert take_served_tasks(cfg) == ["step_recognition"]  # the config's, not a constructor argument
     with open_dict(cfg.model):
         cfg.model.head.dim = 16
     module = hydra.utils.instantiate(cfg.model)
@@ -66,9 +68,11 @@ def test_zero_shot_choices_reach_the_datamodule_and_the_paper_variant_keeps_the_
 def test_lfb_cat_defaults_and_the_paper_settings_stay_reachable():
     cat = compose_train("model=lfb_cat").model
     assert (cat.head.identity_on, cat.head.normalize_blocks, cat.temperature) == ("all", True, 0.1)
-    paper = compose_train("experiment=paper_lfb_cat").model
+    paper_cfg = compose_train("experiment=paper_lfb_cat")
+    paper = paper_cfg.model
     assert paper == compose_train("model=lfb_cat", "model.head.identity_on=query", "model.head.normalize_blocks=false",
                                   "model.temperature=0.05").model
+    take_served_tasks(paper_cfg)  # as the programs do before anything is built
     with open_dict(paper):
         paper.head.dim = 16
     module = hydra.utils.instantiate(paper)
@@ -99,7 +103,7 @@ def test_optuna_search_composes():
 
 def test_both_entry_points_carry_the_interval_settings():
     from spacewalk.results.bootstrap import BootstrapOptions
-    from spacewalk.training.common import bootstrap_options
+    from spacewalk.training.run_directory import bootstrap_options
 
     for compose in (compose_train, compose_evaluate):
         assert bootstrap_options(compose()) == BootstrapOptions(n_resamples=1000, level=0.95, seed=0)
@@ -126,6 +130,7 @@ def test_hirest_joint_composes_with_the_synthetic_scale_and_the_paper_sizes():
     assert (release.model.optimizer.lr, release.model.optimizer.weight_decay) == (1e-5, 0.01)
     assert (release.trainer.max_epochs, release.datamodule.batch_size) == (50, 5)
     assert release.features.source == "released"
+    take_served_tasks(synthetic)
     with open_dict(synthetic.model):
         synthetic.model.video_dim, synthetic.model.query_dim, synthetic.model.asr_dim = 12, 8, 384
         synthetic.model.hidden_dim, synthetic.model.embed_dim, synthetic.model.ffn_dim = 16, 16, 32
@@ -137,10 +142,12 @@ def test_hirest_joint_composes_with_the_synthetic_scale_and_the_paper_sizes():
 
 def test_hirest_heuristics_compose_and_build():
     cfg = compose_evaluate("data=hirest", "model=hirest_heuristics", "split=val")
+    take_served_tasks(cfg)
     baselines = hydra.utils.instantiate(cfg.model).by_task()
     assert baselines["moment_retrieval"].threshold == 0.10 and baselines["video_retrieval"].num_frames == 20
     assert baselines["moment_segmentation"].num_frames == 32
     left_out = compose_evaluate("data=hirest", "model=hirest_heuristics", "model.video_retrieval=null")
+    take_served_tasks(left_out)
     assert hydra.utils.instantiate(left_out.model).by_task()["video_retrieval"] is None
 
 
@@ -177,7 +184,7 @@ def test_ckpt_path_last_resumes_from_the_newest_last_checkpoint(tmp_path):
 
     from omegaconf import OmegaConf
 
-    from spacewalk.training.common import resume_path
+    from spacewalk.training.run_directory import resume_path
 
     cfg = OmegaConf.create({"ckpt_path": "last", "paths": {"output_dir": str(tmp_path)}})
     with pytest.raises(ConfigError, match="last.ckpt"):
@@ -207,7 +214,7 @@ def whole_and_torn_checkpoints(folder) -> dict[str, object]:
 
 @pytest.mark.parametrize("which, message", [("empty", "is empty"), ("torn", "is not a whole checkpoint")])
 def test_an_empty_or_truncated_checkpoint_is_refused_naming_the_file(which, message, tmp_path):
-    from spacewalk.training.common import check_checkpoint, resume_path
+    from spacewalk.training.run_directory import check_checkpoint, resume_path
 
     files = whole_and_torn_checkpoints(tmp_path)
     check_checkpoint(files["whole"], "ckpt_path")  # a whole one passes
@@ -243,11 +250,11 @@ def test_bf16_on_a_cpu_without_bf16_units_is_said_to_be_slow(monkeypatch, caplog
     import pytorch_lightning as pl
     import torch
 
-    from spacewalk.training.common import warn_slow_bf16
+    from spacewalk.training.trainer import warn_slow_bf16
 
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: units)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="spacewalk.training.common"):
+    with caplog.at_level(logging.WARNING, logger="spacewalk.training.trainer"):
         warn_slow_bf16(pl.Trainer(accelerator="cpu", precision="bf16-mixed", logger=False))
         warn_slow_bf16(pl.Trainer(accelerator="cpu", precision="32-true", logger=False))  # never a warning
     assert [r.message.startswith("trainer.precision=bf16-mixed on a CPU without bfloat16 units")

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from spacewalk import score
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
-from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 from spacewalk.results.rescore import recorded_metrics, rescore_run
 
 from conftest import run_command

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 from spacewalk.results.bootstrap import BootstrapOptions

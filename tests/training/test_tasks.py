@@ -1,5 +1,7 @@
-"""Every (task, model) pair composed with Hydra's compose API: the models a task lists compose and, where that is
-cheap (no data read, no weights), instantiate; every other pair is refused, naming the task's models."""
+"""Every (task, model) pair composed with Hydra's compose API: the models that serve a task (their config's
+`_tasks_`) compose and, where that is cheap (no data read, no weights), instantiate; every other pair is refused,
+naming the task's models. A new model is one config file; a model name with no config lists the models its entry
+point runs; the task's defaults are added with Hydra's public API."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import pytest
 from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
-from spacewalk.training.tasks import check_model
+from spacewalk.core.errors import ConfigError
+from spacewalk.training.tasks import check_model, models_serving, served_tasks, with_task_defaults
 
 from conftest import CONF, compose_config, run_command
 
@@ -16,7 +19,9 @@ TASKS = sorted(p.stem for p in (CONF / "task").glob("*.yaml"))
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
 # models whose instantiation loads weights or reads data: composed and checked, not built
 HEAVY = {"all_layer", "ivr_all_layer", "mc_caption_enhanced", "mc_contrastive_text", "mc_contrastive_video",
-         "mc_llava_onevision", "mc_plan", "mc_qwen2_5_vl", "mc_transformers"}
+         "mc_llava_onevision", "mc_plan", "mc_qwen2_5_vl", "mc_transformers", "mc_smollm2", "mc_gemma3_270m",
+         "mc_qwen2_5_vl_egoschema", "mc_qwen3_vl_egoschema", "mc_llava_onevision_egoschema", "mc_gemma3_egoschema",
+         "mc_qwen2_5_vl_egocross", "mc_qwen2_5_vl_spacewalk18"}
 # what a task needs besides task= to compose (HiREST's data config carries its features and scale)
 TASK_DATA = {"hirest": ["data=hirest"], "multiple_choice": ["data=spacewalk18_qa"]}
 
@@ -28,12 +33,61 @@ def compose_pair(entry: str, task: str, model: str):
 
 @pytest.fixture(scope="module")
 def task_models() -> dict[str, list[str]]:
-    return {task: list(OmegaConf.load(CONF / "task" / f"{task}.yaml").task.models) for task in TASKS}
+    return {task: models_serving(task, CONF) for task in TASKS}
 
 
-def test_every_model_belongs_to_a_task_and_every_listed_model_exists(task_models):
+def test_every_model_serves_a_task_and_names_only_tasks_that_exist(task_models):
     listed = {m for models in task_models.values() for m in models}
     assert listed == set(MODELS)
+    assert {t for m in MODELS for t in served_tasks(CONF / "model" / f"{m}.yaml")} == set(TASKS)
+    assert task_models["intra_video_retrieval"] == ["ivr_all_layer", "ivr_last_layer", "ivr_tw_finch", "ivr_zero_shot"]
+    assert "random" in task_models["step_recognition"] and "random" in task_models["multiple_choice"]
+
+
+def test_a_new_model_is_one_config_file(tmp_path):
+    # a copy of conf/ with one file added: the new model composes, fits its task, is named when another model is
+    # refused, and gets no key of its own into the model's arguments
+    import shutil
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    (conf / "model" / "my_head.yaml").write_text(
+        (CONF / "model" / "lfb_avg.yaml").read_text().replace("models.heads.LFBAvg", "models.heads.LFBCat"))
+    assert "my_head" in models_serving("step_recognition", conf)
+    with hydra.initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = hydra.compose("train", overrides=["model=my_head"], return_hydra_config=True)
+    check_model(cfg)
+    assert "_tasks_" not in cfg.model and cfg.model.head._target_ == "models.heads.LFBCat"
+
+
+def test_the_task_wiring_uses_no_private_hydra_api():
+    from conftest import REPO
+
+    sources = [p for p in (REPO / "spacewalk").rglob("*.py")] + [REPO / "train.py", REPO / "evaluate.py"]
+    assert [p for p in sources if "hydra._internal" in p.read_text()] == []
+
+
+@pytest.mark.parametrize("entry, runs, refused", [
+    ("train", ["lfb_cat", "lfb_avg", "zero_shot", "all_layer"], ["random", "plan_prior", "mc_openai", "ivr_zero_shot"]),
+    ("evaluate", ["random", "plan_prior", "zero_shot", "zero_shot_paper"], ["lfb_cat", "all_layer", "mc_openai"]),
+])
+def test_a_model_name_with_no_config_lists_the_models_its_entry_point_runs(entry, runs, refused):
+    with pytest.raises(ConfigError, match=f"model=lfb_ct: there is no conf/model/lfb_ct.yaml; the models of "
+                                          f"task=step_recognition that {entry}.py runs: ") as typo:
+        with_task_defaults([f"{entry}.py", "model=lfb_ct", "context=1min"], CONF, entry)
+    listed = str(typo.value).rsplit(": ", 1)[1].split(", ")
+    assert set(runs) <= set(listed) and not set(refused) & set(listed)
+    with pytest.raises(ConfigError, match="the models of task=intra_video_retrieval that train.py runs: "
+                                          "ivr_all_layer, ivr_last_layer, ivr_tw_finch, ivr_zero_shot"):
+        with_task_defaults(["train.py", "task=intra_video_retrieval", "model=ivr_lastlayer"], CONF, "train")
+    with pytest.raises(ConfigError, match="train.py runs no model of task=multiple_choice"):
+        with_task_defaults(["train.py", "data=egoschema", "model=mc_opneai"], CONF, "train")
+
+
+def test_train_py_refuses_a_model_name_with_no_config_in_one_line():
+    result = run_command("train.py", "model=lfb_ct", check=False, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: model=lfb_ct: there is no conf/model/")
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -85,7 +139,7 @@ def test_train_refuses_a_wrong_pair_before_reading_data(tmp_path):
     result = run_command("train.py", "task=intra_video_retrieval", "model=lfb_cat", f"hydra.run.dir={tmp_path}",
                          f"paths.data_dir={tmp_path / 'data'}", check=False, timeout=120)
     assert result.returncode != 0
-    assert "ivr_zero_shot, ivr_last_layer, ivr_all_layer, ivr_tw_finch" in result.stderr
+    assert "ivr_all_layer, ivr_last_layer, ivr_tw_finch, ivr_zero_shot" in result.stderr
     assert not (tmp_path / "data").exists()  # nothing generated or read
 
 
@@ -131,7 +185,7 @@ def test_an_empty_or_negative_context_is_refused_before_reading_data(entry, over
 
 
 def test_the_step_questions_refuse_an_empty_window_when_built_directly():
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import StepRecognitionQuestions
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import StepRecognitionQuestions
 
     # refused before the dataset is read (so none is needed here)
     with pytest.raises(ValueError, match="context=0s: the window must be longer than 0 s"):
@@ -185,8 +239,6 @@ def test_data_of_another_task_is_refused_naming_the_tasks_that_read_it():
     ("train", ["task=nope"], []),  # Hydra reports it
 ])
 def test_a_command_naming_a_task_gets_its_defaults(entry, argv, added):
-    from spacewalk.training.tasks import with_task_defaults
-
     command = [f"{entry}.py", *argv]
     assert sorted(with_task_defaults(command, CONF, entry)) == sorted(command + added)
 

@@ -6,6 +6,7 @@ takes seconds."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,18 @@ def torn_run(tmp_path) -> str:
     return str(run_dir)
 
 
+def empty_folder(tmp_path) -> str:
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    return str(folder)
+
+
+def a_file(tmp_path) -> Path:
+    path = tmp_path / "a_file"
+    path.write_text("not a folder")
+    return path
+
+
 CASES = {
     # a config value that cannot be read, and one that reads as an empty window
     "bad_context": (lambda t, sw18: ["train.py", "context=7x", *hydra_dirs(t)],
@@ -41,6 +54,18 @@ CASES = {
     # a value read by a config resolver (bank_folder), checked before anything resolves it
     "bad_modalities": (lambda t, sw18: ["train.py", "modalities=audio", *hydra_dirs(t)],
                        ["modalities must be one of", "'audio'"]),
+    # a file where the run's or the sweep's folder must be (Hydra's own mkdir: a traceback)
+    "run_dir_under_a_file": (lambda t, sw18: ["evaluate.py", f"hydra.run.dir={a_file(t) / 'run'}",
+                                              f"paths.data_dir={t / 'data'}"],
+                             ["hydra.run.dir=", "a_file is a file (above ", "give another hydra.run.dir"]),
+    "sweep_dir_a_file": (lambda t, sw18: ["evaluate.py", "-m", f"hydra.sweep.dir={a_file(t)}", "context=1min,2min",
+                                          f"paths.data_dir={t / 'data'}"],
+                         ["hydra.sweep.dir=", "a_file is a file, where the run's folder must be"]),
+    # a key the config's _target_ does not take (Hydra's TypeError, exit 1 before)
+    "key_not_taken": (lambda t, sw18: ["evaluate.py", "+model.nonsense=1", f"data.root={sw18()}", *hydra_dirs(t)],
+                      ["model: RandomBaseline.__init__() got an unexpected keyword argument 'nonsense'"]),
+    "negative_seed": (lambda t, sw18: ["train.py", "seed=-1", *hydra_dirs(t)],
+                      ["seed=-1: a seed is a whole number from 0 to 4294967295"]),
     "refused_pair": (lambda t, sw18: ["train.py", "task=intra_video_retrieval", "model=lfb_cat", *hydra_dirs(t)],
                      ["model=lfb_cat does not fit task=intra_video_retrieval", "ivr_zero_shot"]),
     # raised inside Hydra's instantiate of the data config, which wraps it
@@ -60,6 +85,21 @@ CASES = {
                                        f"data.root={sw18()}", *hydra_dirs(t)], ["dtype must be", "'foo'"]),
     "task_value": (lambda t, sw18: ["evaluate.py", "data=egocross", "data.qa=foo", *hydra_dirs(t)],
                    ["EgoCross qa must be closeqa or openqa", "'foo'"]),
+    # multiple choice: a question file that is not a path (mc_plan), a checkpoint folder that is not one
+    "questions_not_a_path": (lambda t, sw18: ["evaluate.py", "data=spacewalk18_qa", "model=mc_plan",
+                                              "data.questions=[]", f"data.root={sw18()}", *hydra_dirs(t)],
+                             ["data.questions=[]: the path of a question file"]),
+    "checkpoint_without_config": (lambda t, sw18: ["evaluate.py", "data=spacewalk18_qa", "model=mc_transformers",
+                                                   f"model.model={empty_folder(t)}", f"data.root={sw18()}",
+                                                   *hydra_dirs(t)], ["a folder without config.json"]),
+    # a mapping of settings given to a dataclass: a misspelt key, a value of another type (spacewalk/core/settings.py)
+    "misspelt_bank_setting": (lambda t, sw18: ["train.py", "+datamodule.bank_config.segment_secs=10",
+                                               f"data.root={sw18()}", *hydra_dirs(t)],
+                              ["datamodule.bank_config.segment_secs: not a setting (did you mean segment_seconds?)"]),
+    "family_setting_type": (lambda t, sw18: ["evaluate.py", "data=spacewalk18_qa", "model=mc_qwen2_5_vl",
+                                             "+model.families.qwen2_5_vl.min_video_frames=abc", f"data.root={sw18()}",
+                                             *hydra_dirs(t)],
+                            ["families.qwen2_5_vl.min_video_frames='abc': expected a whole number"]),
     "synthetic_option": (lambda t, sw18: ["evaluate.py", "data=hirest", "model=hirest_heuristics",
                                           "data.synthetic.seconds=[10,20]", *hydra_dirs(t)],
                          ["seconds must satisfy 20 <= lo <= hi", "(10, 20)"]),

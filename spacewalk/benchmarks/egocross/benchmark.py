@@ -24,12 +24,14 @@ from spacewalk.benchmarks.registry import (
     QUESTIONS,
     Benchmark,
     Headline,
+    LmmsEvalTask,
     Release,
     ScoreCommand,
     ScoringFailed,
     UsageError,
     pinned,
 )
+from spacewalk.core.arguments import non_negative_number, positive_count
 
 TASKS = ("closeqa", "openqa")
 
@@ -67,7 +69,7 @@ def egocross_judge(args: argparse.Namespace) -> _TextJudge:
         from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 
         return _TextJudge(OpenAIChatBackend(args.judge_model, text_only=True, max_tokens=args.judge_max_tokens,
-                                            requests_per_minute=args.judge_requests_per_minute,
+                                            requests_per_minute=args.judge_requests_per_minute or None,
                                             concurrency=args.judge_concurrency))
     from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 
@@ -98,11 +100,11 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                                               "folder / cached hub tag (transformers)")
     from spacewalk.benchmarks.egocross.openqa import JUDGE_MAX_TOKENS
 
-    parser.add_argument("--judge-max-tokens", type=int, default=JUDGE_MAX_TOKENS,
+    parser.add_argument("--judge-max-tokens", type=positive_count, default=JUDGE_MAX_TOKENS,
                         help="openqa: the judge's reply length (default 512, the authors')")
-    parser.add_argument("--judge-requests-per-minute", type=float, default=60.0,
+    parser.add_argument("--judge-requests-per-minute", type=non_negative_number, default=60.0,
                         help="openqa, --judge openai: request-rate limit (0: none)")
-    parser.add_argument("--judge-concurrency", type=int, default=8,
+    parser.add_argument("--judge-concurrency", type=positive_count, default=8,
                         help="openqa, --judge openai: requests in flight at once (the judgements do not depend on it)")
     parser.add_argument("--judgements", type=Path,
                         help="openqa: also write every item's score, its source and the judge's prompt and "
@@ -148,6 +150,22 @@ def rescore(run_dir: Path, config: dict[str, Any]):
     return rescore_run(run_dir, config)
 
 
+_CLOSEQA_NOTES = """\
+EgoCross CloseQA: the release's frames of each question, then the authors' prompt to the character
+(spacewalk/benchmarks/egocross/closeqa.py), which asks for JSON {"prediction": "<letter>", "reason": ...}.
+- Parsing: the authors' rule. The whole reply as JSON, else its first {...} block; the prediction is right
+  iff it equals the answer's letter after lower-casing. A bare "B", "B: 3" or a reply cut before its closing
+  brace is wrong, as in the authors' scripts, where lmms-eval's habit (the first option letter in the reply, a
+  random option when none) would read a letter; a reply naming no option is counted in `unparsable`.
+- Frames: every frame the release lists for the question (pre-extracted at 0.5 fps; CholecTrack20 at 1 fps), as
+  images in order; a model's own image limit may thin them. `python evaluate.py`'s backends thin them by their
+  frame rule; the scoring of a reply is the same.
+- Reply length: 2048 new tokens, the authors' limit for open models. Their API scripts send no limit; lmms-eval
+  sends `max_new_tokens` to every model, so API models get 2048 here too.
+- accuracy: percent over the questions, as the authors' scripts print it; per domain, dataset, category and
+  question type come with the imported run (`import`).
+"""
+
 BENCHMARK = Benchmark(
     name="egocross",
     release=Release(files=FILES, validate=validate,
@@ -161,4 +179,7 @@ BENCHMARK = Benchmark(
                for qa, how in (("closeqa", "the chosen option, the authors' parsing"),
                                ("openqa", "the free answer, judged by the substring rule or the LLM judge"))},
     task_of=lambda config: str((config.get("data") or {}).get("qa", "closeqa")),
+    lmms_eval=(LmmsEvalTask("egocross_closeqa", "spacewalk.benchmarks.egocross.task.open_egocross", {"qa": "closeqa"},
+                            limit="limit", metrics={"accuracy": True, "unparsable": False}, data_config="egocross",
+                            notes=_CLOSEQA_NOTES),),
 )

@@ -1,4 +1,4 @@
-"""The EgoCross testbed (BENCHMARKS.md section 4) read into validated questions.
+"""The EgoCross testbed (docs/egoschema_egocross.md, EgoCross) read into validated questions.
 
     datasets/egocross_testbed_imgs.json   [{id, dataset, primary_category, question_type, question_text,
                                             options: ["A: ...", ...], original_video_fps, video_path: [...]}]

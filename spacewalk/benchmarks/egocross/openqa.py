@@ -30,7 +30,8 @@ from typing import Any
 from spacewalk.benchmarks.egocross.closeqa import FIRST_BLOCK
 
 CORRECT_FROM = 4
-# the authors' judge: at most 512 new tokens (BENCHMARKS §4); the judge's own limit, never the answering model's
+# the authors' judge: at most 512 new tokens (docs/egoschema_egocross.md, EgoCross); the judge's own limit, never the
+# answering model's
 JUDGE_MAX_TOKENS = 512
 
 
@@ -131,6 +132,26 @@ def read_mark(judge_reply: str) -> tuple[float, str]:
     if isinstance(mark, bool) or not isinstance(mark, (int, float)):
         return 0, f"mark is not a number: {mark!r}"
     return mark, "mark"
+
+
+def judge_agreement(cases: Sequence[tuple[str, str | int, str, str]], judgements: Sequence[Judgement],
+                    generate: Callable[[list[str]], list[str]], batch_size: int = 8) -> dict[str, Any]:
+    """How often the judge agrees with the substring rule: the cases the rule scored 5 (the answer found in the
+    prediction, so the authors never ask the judge) are put to the judge as well, its marks used for nothing
+    else: `cases` (how many), `agree` (the judge also marks them correct, >= 4), `percent`, and `unreadable` (its
+    reply gave no mark). Ours, not the authors': a check of a judge before its marks are trusted."""
+    decided = [i for i, j in enumerate(judgements) if j.source == "substring"]
+    prompts = [judge_prompt(*cases[i][:3], judgements[i].prediction) for i in decided]
+    marks: list[tuple[float, str]] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = prompts[start:start + batch_size]
+        replies = generate(chunk)
+        if len(replies) != len(chunk):
+            raise RuntimeError(f"the judge returned {len(replies)} replies for {len(chunk)} prompts")
+        marks += [read_mark(reply) for reply in replies]
+    agree = sum(mark >= CORRECT_FROM for mark, _ in marks)
+    return {"cases": len(decided), "agree": agree, "percent": 100.0 * agree / len(decided) if decided else None,
+            "unreadable": sum(how != "mark" for _, how in marks)}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""EgoCross accuracy, overall and per group (BENCHMARKS.md section 4), for CloseQA and OpenQA alike.
+"""EgoCross accuracy, overall and per group (docs/egoschema_egocross.md, EgoCross), for CloseQA and OpenQA alike.
 
 The authors' scripts print the overall accuracy (correct / all items, unparsable replies counted wrong);
 the paper reports it per domain, per category and per question type too. Percent, like our other scorers.

@@ -31,9 +31,11 @@ from typing import Any
 import numpy as np
 
 from spacewalk.benchmarks.egocross.dataset import DOMAINS, TESTBED_FILE, EgoCross
-from spacewalk.core.command_errors import user_errors_reported
+from spacewalk.core.arguments import output_folder, seed_value
+from spacewalk.core.command_errors import EXIT_USER_ERROR, user_errors_reported
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import atomic_dir, atomic_path, ensure_generated, write_json
+from spacewalk.core.settings import from_mapping
 
 RECORD_FILE = "synthetic.json"
 ANSWERS_FILE = "answers.json"
@@ -170,7 +172,7 @@ def generate_egocross(root: str | Path, options: Options | None = None, *, overw
 def ensure_egocross(root: str | Path, **fields: Any) -> Path:
     """The synthetic testbed at `root`: written on first use, rewritten when the options changed; a root
     that this generator did not write is never touched."""
-    opts = Options(**fields)
+    opts = from_mapping(Options, fields, "data.synthetic")
     return ensure_generated(root, RECORD_FILE, _record(opts),
                             lambda overwrite: generate_egocross(root, opts, overwrite=overwrite),
                             "a synthetic EgoCross")
@@ -179,15 +181,15 @@ def ensure_egocross(root: str | Path, **fields: Any) -> Path:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.egocross.synthetic",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--root", required=True, type=Path)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--root", required=True, type=output_folder)
+    parser.add_argument("--seed", type=seed_value, default=0)
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     try:
         with user_errors_reported():  # a root holding another dataset, a bad option
             generate_egocross(args.root, Options(seed=args.seed), overwrite=args.overwrite)
     except FileExistsError as e:
-        parser.exit(1, f"error: {e}\n")
+        parser.exit(EXIT_USER_ERROR, f"error: {e}\n")  # a root that exists: the user's to choose
 
 
 if __name__ == "__main__":

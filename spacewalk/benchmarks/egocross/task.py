@@ -27,10 +27,10 @@ from spacewalk.results.bootstrap import BootstrapOptions, accuracy_intervals
 PREDICTIONS_FILE = "egocross_closeqa_replies.json"
 OPENQA_REPLIES_FILE = "egocross_openqa_replies.json"
 OPENQA_JUDGEMENTS_FILE = "egocross_openqa_judgements.json"
-# The authors' generation limits (BENCHMARKS §4; their eval_os_* and eval_gpt_* scripts, CloseQA and OpenQA
-# alike): open models at most 2048 new tokens (1024 for InternVL, which has no backend here), API models with
-# no limit (no max_tokens sent). Their JSON reply cut before its closing brace parses as nothing, so a limit
-# sized for a single letter would score a real model near 0.
+# The authors' generation limits (docs/egoschema_egocross.md, EgoCross; their eval_os_* and eval_gpt_* scripts, CloseQA
+# and OpenQA alike): open models at most 2048 new tokens (1024 for InternVL, which has no backend here), API models with
+# no limit (no max_tokens sent). Their JSON reply cut before its closing brace parses as nothing, so a limit sized for a
+# single letter would score a real model near 0.
 ANSWER_LIMITS = AnswerLimits(local=2048, api=None, source="EgoCross authors' scripts (open models 2048, API none)")
 
 
@@ -110,8 +110,8 @@ class EgoCrossCloseQATask:
 
     def prompt(self, item: MultipleChoiceItem) -> Prompt:
         q = self._by_id[item.id]
-        return Prompt(parts=(Prompt.VISUAL, closeqa.prompt_text(q.question, q.option_lines, q.original_video_fps,
-                                                                q.sampling_fps)))
+        text = closeqa.prompt_text(q.question, q.option_lines, q.original_video_fps, q.sampling_fps)
+        return Prompt(parts=(Prompt.VISUAL, text), labels=tuple(q.letters))
 
     def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
         return closeqa.choice(reply, self._by_id[item.id].letters)
@@ -167,7 +167,10 @@ class EgoCrossOpenQATask:
     answer_limits = ANSWER_LIMITS
 
     def __init__(self, dataset: EgoCross, judge=None, limit: int | None = None,
-                 judge_max_tokens: int = openqa.JUDGE_MAX_TOKENS):
+                 judge_max_tokens: int = openqa.JUDGE_MAX_TOKENS, judge_agreement: bool = False):
+        # also put the replies the substring rule decided to the judge, and count how often it agrees
+        # (metrics.json "judge_agreement"; openqa.judge_agreement): a check of the judge, not a score
+        self.judge_agreement = bool(judge_agreement)
         self.dataset, self.limit = dataset, check_limit(limit, "limit")
         self.judge_limits = AnswerLimits(local=judge_max_tokens, api=judge_max_tokens,
                                          source=f"EgoCross judge_max_tokens ({judge_max_tokens}; the authors' "
@@ -217,7 +220,11 @@ class EgoCrossOpenQATask:
         judgements = self.judgements([(item.id, by_record[item.id].reply) for item in answered])
         questions = [self._by_id[item.id] for item in answered]
         judge = getattr(self.judge, "name", "given") if self.judge is not None else "none"
-        return openqa_metrics(questions, judgements, judge)
+        metrics = openqa_metrics(questions, judgements, judge)
+        if self.judge_agreement and self.judge is not None:
+            cases = [(q.question, q.answer.text, q.answer.detailed, by_record[str(q.id)].reply) for q in questions]
+            metrics["judge_agreement"] = openqa.judge_agreement(cases, judgements, self._generate)
+        return metrics
 
     def correctness(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
                     ) -> tuple[list[Question], list[bool]]:
@@ -244,8 +251,8 @@ class EgoCrossOpenQATask:
 def open_egocross(root: str | Path | None = None, synthetic_root: str | Path | None = None, seed: int = 0,
                   synthetic: Mapping[str, Any] | None = None, frames_root: str | Path | None = None,
                   answers: str | Path | None = None, limit: int | None = None, qa: str = "closeqa",
-                  judge=None, check_frames: bool = True, judge_max_tokens: int = openqa.JUDGE_MAX_TOKENS
-                  ) -> EgoCrossCloseQATask | EgoCrossOpenQATask:
+                  judge=None, check_frames: bool = True, judge_max_tokens: int = openqa.JUDGE_MAX_TOKENS,
+                  judge_agreement: bool = False) -> EgoCrossCloseQATask | EgoCrossOpenQATask:
     """`data=egocross`: the testbed at `root` (a root holding datasets/egocross_testbed_imgs.json, or that
     file) with its frames and answers; with root null, the synthetic EgoCross at `synthetic_root`, written on
     first use, answers included (`synthetic`: spacewalk/benchmarks/egocross/synthetic.py Options fields; the keys every
@@ -267,5 +274,6 @@ def open_egocross(root: str | Path | None = None, synthetic_root: str | Path | N
     if check_frames:
         dataset.check_frames()
     if qa == "openqa":
-        return EgoCrossOpenQATask(dataset, judge=judge, limit=limit, judge_max_tokens=judge_max_tokens)
+        return EgoCrossOpenQATask(dataset, judge=judge, limit=limit, judge_max_tokens=judge_max_tokens,
+                                  judge_agreement=judge_agreement)
     return EgoCrossCloseQATask(dataset, limit=limit)

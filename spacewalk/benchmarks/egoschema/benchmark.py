@@ -4,7 +4,8 @@
     python -m spacewalk.download egoschema --root data/egoschema    # questions, subset answers, Ego4D windows
 
 Scores the 500-question subset's accuracy of a server JSON {q_uid: 0-4}, a Kaggle CSV (q_uid,answer) or a
-JSON of raw replies {q_uid: text} (read with lmms-eval's parser, which needs --questions or --root). The
+JSON of raw replies {q_uid: text} (read with lmms-eval's parser, which needs --questions or --root). A text that
+reads as a number ("0") is refused unless `--holds indices` or `--holds replies` says which it is. The
 videos (Google Drive) need the user's own access: docs/egoschema_egocross.md says how to get them.
 """
 
@@ -36,6 +37,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions", type=Path, help="questions.json (needed to parse raw replies; "
                                                        "default: the one under --root)")
     parser.add_argument("--answers", type=Path, help="subset_answers.json (default: under --root)")
+    parser.add_argument("--holds", choices=("auto", "indices", "replies"), default="auto",
+                        help="what the predictions JSON's texts are: indices (\"2\" is option 2), replies (a "
+                             "model's text, \"0\" included, read by lmms-eval's parser), or auto (numbers are "
+                             "indices, texts replies; a text that reads as a number is refused as ambiguous)")
 
 
 def score(args: argparse.Namespace) -> dict[str, Any]:
@@ -55,7 +60,7 @@ def score(args: argparse.Namespace) -> dict[str, Any]:
         by_uid = {q.q_uid: q for q in files.read_questions(questions_file)}
         known = set(by_uid)
         parse = lambda q_uid, text: parse_lmms_eval(text, by_uid[q_uid].options)  # noqa: E731
-    predictions = scoring.read_predictions(args.predictions, parse, known)
+    predictions = scoring.read_predictions(args.predictions, parse, known, args.holds)
     return scoring.score_predictions(predictions, answers, args.predictions)
 
 

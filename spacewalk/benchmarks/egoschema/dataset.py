@@ -1,4 +1,4 @@
-"""The EgoSchema release (BENCHMARKS.md section 3) read into validated questions.
+"""The EgoSchema release (docs/egoschema_egocross.md, EgoSchema) read into validated questions.
 
     <root>/questions.json        [{q_uid, google_drive_id, question, "option 0", ..., "option 4"}]  (5031)
     <root>/subset_answers.json   {q_uid: 0-4}   the 500 public answers, the only local scoring

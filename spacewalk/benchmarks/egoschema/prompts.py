@@ -8,8 +8,9 @@ new tokens). Its reply parser is the MMMU rule that `egoschema_process_results_g
 (`parse_multi_choice_response`), restated below; where that rule picks a letter at random (no candidate
 at all) we return None instead, so an unparsable reply is counted as such (and wrong), never a coin toss.
 
-The contrastive adaptation (the EgoSchema paper's InternVideo / CLIP-style models, BENCHMARKS §3): each
-option becomes the text "Question: <question>? Is it <option>", scored against the video; the best wins.
+The contrastive adaptation (the EgoSchema paper's InternVideo / CLIP-style models, docs/egoschema_egocross.md,
+EgoSchema): each option becomes the text "Question: <question>? Is it <option>", scored against the video; the best
+wins.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""EgoSchema scoring and submission files (BENCHMARKS.md section 3).
+"""EgoSchema scoring and submission files (docs/egoschema_egocross.md, EgoSchema).
 
 Accuracy is the only metric. Locally it is computed on the 500 questions of subset_answers.json; the full
 5031 are scored by the authors' server (a JSON `{q_uid: answer}` posted by their validate.py) or by Kaggle
@@ -53,26 +53,45 @@ def write_submission_csv(path: str | Path, answers: Mapping[str, int]) -> Path:
     return write_text(path, out.getvalue())
 
 
-def _choice(value, path: Path, q_uid: str, parse: Callable[[str, str], int | None] | None) -> int | None:
-    """One prediction: an answer index (-1: unparsable), null, or a raw reply that `parse` reads."""
+HOLDS = ("auto", "indices", "replies")  # what a predictions JSON holds (the score command's --holds)
+
+
+def _choice(value, path: Path, q_uid: str, parse: Callable[[str, str], int | None] | None, holds: str = "auto"
+            ) -> int | None:
+    """One prediction: an answer index (-1: unparsable), null, or a raw reply that `parse` reads. `holds` says
+    which the file's texts are: "indices" (a text is an index, "2" is 2), "replies" (a text is a model's reply,
+    "0" included, read by the parser like any other), or "auto" (numbers are indices, other texts replies, and a
+    text that reads as a number is refused, since it could be either)."""
     if value is None:
         return None
     if isinstance(value, str):
-        # "0".."4" is an index written as a string, not a reply: lmms-eval's parser reads no letter in it
-        # and every question would count as wrong (0 %). The authors' validate.py and Kaggle take integers,
-        # and a string there is not documented to be read as one, so it is refused rather than guessed.
-        if value.strip().lstrip("+-").isdigit():
-            raise DataError(f"the answer index {value!r} is a string: write it as a number ({value.strip()}, not "
-                            f"{json.dumps(value)}), or give the model's reply text", file=path, item=q_uid,
-                            field=q_uid)
+        digits = value.strip().lstrip("+-").isdigit()
+        if holds == "indices":
+            if not digits:
+                raise DataError(f"expected an answer index 0-4 or -1 (--holds indices), got the text {value!r}",
+                                file=path, item=q_uid, field=q_uid)
+            return _index(int(value.strip()), path, q_uid)
+        # "0".."4" may be an index written as a string (lmms-eval's parser reads no letter in it: every such answer
+        # would count wrong, 0 %) or a model's own reply: the authors' validate.py and Kaggle take integers, and a
+        # string is not documented to be either, so the user says which (--holds) rather than it being guessed
+        if digits and holds == "auto":
+            raise DataError(f"{value!r} could be an answer index written as a string or a model's reply: write an "
+                            f"index as a number ({value.strip()}, not {json.dumps(value)}), or say what the file "
+                            "holds: --holds indices, or --holds replies", file=path, item=q_uid, field=q_uid)
         if parse is None:
             raise DataError("a raw reply needs the questions file to be parsed (--questions or --root)",
                             file=path, item=q_uid, field=q_uid)
         return parse(q_uid, value)
+    if holds == "replies":
+        raise DataError(f"expected a reply text (--holds replies), got {value!r}", file=path, item=q_uid,
+                        field=q_uid)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or float(value) != int(value):
         raise DataError(f"expected an answer index 0-4, -1, null or a reply text, got {value!r}", file=path,
                         item=q_uid, field=q_uid)
-    value = int(value)
+    return _index(int(value), path, q_uid)
+
+
+def _index(value: int, path: Path, q_uid: str) -> int | None:
     if value == UNPARSABLE:
         return None
     if not 0 <= value <= 4:
@@ -81,9 +100,12 @@ def _choice(value, path: Path, q_uid: str, parse: Callable[[str, str], int | Non
 
 
 def read_predictions(path: str | Path, parse: Callable[[str, str], int | None] | None = None,
-                     known: set[str] | None = None) -> dict[str, int | None]:
+                     known: set[str] | None = None, holds: str = "auto") -> dict[str, int | None]:
     """q_uid -> choice (None: unparsable) from the server JSON, Kaggle CSV (by the .csv suffix), or a JSON of
-    raw replies {q_uid: text} read with `parse(q_uid, text)`. `known`: the q_uids that may appear."""
+    raw replies {q_uid: text} read with `parse(q_uid, text)`. `known`: the q_uids that may appear. `holds`: what
+    a JSON's texts are (_choice; HOLDS); a CSV holds indices."""
+    if holds not in HOLDS:
+        raise ValueError(f"holds must be one of {HOLDS}, got {holds!r}")
     path = Path(path)
     if path.suffix.lower() == ".csv":
         rows = _read_csv(path)
@@ -96,13 +118,13 @@ def read_predictions(path: str | Path, parse: Callable[[str, str], int | None] |
     for q_uid, value in rows.items():
         if known is not None and q_uid not in known:
             raise DataError("not an EgoSchema question", file=path, item=q_uid, field="q_uid")
-        choices[q_uid] = _choice(value, path, q_uid, parse)
+        choices[q_uid] = _choice(value, path, q_uid, parse, holds)
     return choices
 
 
 def _read_csv(path: Path) -> dict[str, int]:
     if not path.is_file():
-        raise DataError("file not found", file=path)
+        raise DataError("is a folder, not a file" if path.is_dir() else "file not found", file=path)
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)

@@ -41,9 +41,11 @@ from spacewalk.benchmarks.egoschema.dataset import (
     VIDEO_DIR,
     EgoSchema,
 )
-from spacewalk.core.command_errors import user_errors_reported
+from spacewalk.core.arguments import output_folder, seed_value
+from spacewalk.core.command_errors import EXIT_USER_ERROR, user_errors_reported
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import atomic_dir, ensure_generated, write_json
+from spacewalk.core.settings import from_mapping
 
 RECORD_FILE = "synthetic.json"
 HIDDEN_ANSWERS_FILE = "hidden_answers.json"
@@ -191,7 +193,7 @@ def generate_egoschema(root: str | Path, options: Options | None = None, *, over
 def ensure_egoschema(root: str | Path, **fields: Any) -> Path:
     """The synthetic set at `root`: written on first use, rewritten when the options changed; a root that
     this generator did not write is never touched."""
-    opts = Options(**fields)
+    opts = from_mapping(Options, fields, "data.synthetic")
     return ensure_generated(root, RECORD_FILE, _record(opts),
                             lambda overwrite: generate_egoschema(root, opts, overwrite=overwrite),
                             "a synthetic EgoSchema")
@@ -200,15 +202,15 @@ def ensure_egoschema(root: str | Path, **fields: Any) -> Path:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.egoschema.synthetic",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--root", required=True, type=Path)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--root", required=True, type=output_folder)
+    parser.add_argument("--seed", type=seed_value, default=0)
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     try:
         with user_errors_reported():  # a root holding another dataset, a bad option
             generate_egoschema(args.root, Options(seed=args.seed), overwrite=args.overwrite)
     except FileExistsError as e:
-        parser.exit(1, f"error: {e}\n")
+        parser.exit(EXIT_USER_ERROR, f"error: {e}\n")  # a root that exists: the user's to choose
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ class EgoSchemaTask:
         return items
 
     def prompt(self, item: MultipleChoiceItem) -> Prompt:
-        return Prompt(parts=(Prompt.VISUAL, prompts.lmms_eval_text(item.question, item.options)))
+        return Prompt(parts=(Prompt.VISUAL, prompts.lmms_eval_text(item.question, item.options)),
+                      labels=prompts.LETTERS[:len(item.options)])
 
     def parse(self, item: MultipleChoiceItem, reply: str) -> int | None:
         return prompts.parse_lmms_eval(reply, item.options)

@@ -129,7 +129,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def score(args: argparse.Namespace) -> dict[str, Any]:
-    from spacewalk.benchmarks.hirest.captioning_scores import ScorerUnavailable
+    from spacewalk.benchmarks.hirest.captioning_metrics import ScorerUnavailable
 
     if args.task not in TASKS:
         raise UsageError(f"hirest needs --task, one of {', '.join(TASKS)}")

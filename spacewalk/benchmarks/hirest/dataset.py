@@ -1,4 +1,4 @@
-"""The HiREST release layout (docs: BENCHMARKS.md section 2.1) read into typed, validated objects.
+"""The HiREST release layout (docs/hirest.md, Format) read into typed, validated objects.
 
 One reader for every root in the official layout (the authors' repository checkout, the synthetic default,
 a user's copy fetched by `python -m spacewalk.download hirest`):

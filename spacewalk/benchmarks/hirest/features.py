@@ -1,6 +1,6 @@
 """Per-video HiREST features at 1 fps: the authors' released files, or our own extraction in the same layout.
 
-The authors release (BENCHMARKS §2.3, j-min/HiREST README "Prepare Features"):
+The authors release (docs/hirest.md, The paper's models, j-min/HiREST README "Prepare Features"):
 
     eva_clip_features/<id>.mp4.pt              float [T, 1024]: EVA-CLIP-g frame embeddings, 1 per second
     ASR/<id>.srt                               Whisper transcript

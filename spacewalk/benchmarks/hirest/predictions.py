@@ -1,4 +1,5 @@
-"""HiREST predictions in the official formats (BENCHMARKS 2.2), collected batch by batch and written:
+"""HiREST predictions in the official formats (docs/hirest.md, Official scoring rules), collected batch by batch and
+written:
 
     predictions_moment_retrieval.json    {query: {video: {"bounds": [s, e]}}}
     predictions_moment_segmentation.json {video: {"bounds": [[s, e], ...]}}

@@ -1,4 +1,4 @@
-"""Official HiREST scoring (docs: BENCHMARKS.md section 2.2), equal to the authors' evaluate.py.
+"""Official HiREST scoring (docs/hirest.md, Official scoring rules), equal to the authors' evaluate.py.
 
 Numbers must equal the authors' script on the same files to the last digit, so every formula keeps
 their arithmetic and their order of operations (IoU's union is `(e2 - s2 + e1) - s1`, recall is a
@@ -20,8 +20,9 @@ Semantics taken from the authors' code, some of which the spec leaves implicit:
   The public test split's moments are all the placeholder [0, 1]; the authors' script would score against
   it, we refuse (DataError).
 - Spans that cannot be are refused, in the GT and in the predictions (DataError naming file, item, field):
-  a negative time, and a predicted moment ending past its video (`v_duration` of the split file, with the
-  dataset reader's 1 s slack; the step GT has no durations, so segments are not checked against it).
+  a negative time, and a moment, in the split file or predicted, ending past its video (`v_duration` of the
+  split file, with the dataset reader's 1 s slack; the step GT has no durations, so segments are not checked
+  against it).
   A span ending before it starts is refused too, unless `allow_reversed` (`--allow-reversed`): the authors'
   evaluate.py scores it as given (IoU 0 for a moment), and their model writes its start and end argmaxes as
   they come, so its files may hold such pairs.
@@ -32,12 +33,12 @@ Semantics taken from the authors' code, some of which the spec leaves implicit:
   less than 1 s apart overlap too. Their NMS visits the segments in the order numpy's argsort gives a
   constant key, which depends on the numpy version and CPU (see NMS_ORDERS; an option, default the
   authors' own). Gaps are then filled.
-  So, unlike what BENCHMARKS.md 2.2 says, a contiguous partition is not always left unchanged: its first
-  and last steps are dropped (not strictly inside); in identity order NMS keeps every other inner step
-  from the last one and the gap fill restores the others, except that with an even number of steps the
-  second step is suppressed and the first gap merges it with the first; steps under 1 s merge with
-  neighbours; the introsort order merges more. The GT scored against itself gets recall@0.5 of 88.14
-  (introsort) or 88.40 (identity) on val, as the authors' code does under the matching numpy.
+  So, unlike what docs/hirest.md, Official scoring rules says, a contiguous partition is not always left unchanged: its
+  first and last steps are dropped (not strictly inside); in identity order NMS keeps every other inner step from the
+  last one and the gap fill restores the others, except that with an even number of steps the second step is suppressed
+  and the first gap merges it with the first; steps under 1 s merge with neighbours; the introsort order merges more.
+  The GT scored against itself gets recall@0.5 of 88.14 (introsort) or 88.40 (identity) on val, as the authors' code
+  does under the matching numpy.
 - Segmentation without post-processing: a video with no predicted segment scores recall = precision
   = 0 (their loop reuses the previous video's counter and divides 0 by it; for the first video it
   crashes instead). With post-processing, their script crashes on a predicted video missing from the
@@ -349,7 +350,9 @@ def read_split_annotations(source: Source) -> tuple[dict[str, dict[str, dict]], 
             _object(annotation, name, item, "an annotation object (is this a split file?)")
             if type(_field(annotation, "clip", name, item)) is not bool:
                 raise DataError("expected true or false", file=name, item=item, field="clip")
-            _span(_field(annotation, "bounds", name, item), name, item, "bounds")
+            duration = annotation.get("v_duration")  # a moment past the video would be scored as given
+            _span(_field(annotation, "bounds", name, item), name, item, "bounds",
+                  duration=duration if _is_number(duration) else None)
     return raw, name
 
 
@@ -580,7 +583,7 @@ def read_caption_pairs(predictions: Source, gt: Mapping[str, dict]) -> list[Capt
 
 def _clip_inputs(pairs: Sequence[CaptionPair], frame_dir: Path) -> list[Any]:
     """Frames of each pair's video as the authors find them: `<frame_dir>/<video>/*.jpg` by frame number."""
-    from spacewalk.benchmarks.hirest.captioning_scores import ClipInput, frame_sort_key
+    from spacewalk.benchmarks.hirest.captioning_metrics import ClipInput, frame_sort_key
 
     frames = {}
     for video in dict.fromkeys(p.video for p in pairs):
@@ -598,9 +601,11 @@ def score_step_captioning(predictions: Source, gt: Source, categories: Source | 
     computed here are listed under "skipped" with the reason.
 
     `predictions`: `{video: {"captions": [{"sentence": str}, ...]}}`; `gt`: the formatted step GT.
-    `scorer`: a `captioning_scores.CaptionScorer` to reuse (its METEOR process); one is made otherwise.
+    `scorer`: a `captioning_metrics.CaptionScorer` to reuse (its METEOR process); one is made otherwise.
     """
-    from spacewalk.benchmarks.hirest.captioning_scores import CaptionScorer  # Java-backed; imported only for captioning
+    from spacewalk.benchmarks.hirest.captioning_metrics import (
+        CaptionScorer,  # Java-backed; imported only for captioning
+    )
 
     steps, _ = read_moment_gt(gt, with_captions=True)
     pairs = read_caption_pairs(predictions, steps)

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from spacewalk.benchmarks.registry import Benchmark, Release, ScoreCommand, UsageError, pinned
+from spacewalk.benchmarks.registry import Benchmark, LmmsEvalTask, Release, ScoreCommand, UsageError, pinned
 from spacewalk.benchmarks.spacewalk18.headlines import HEADLINES, task_of
 from spacewalk.core.errors import DataError
 
@@ -69,7 +69,7 @@ def videos(root: Path) -> dict[str, str]:
 
 
 def validate(root: Path):
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 
     dataset = Spacewalk18(root)
     for split in ("train", "val", "test"):
@@ -80,9 +80,9 @@ def validate(root: Path):
 def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, undefined: str,
                       questions: Path | None = None) -> dict[str, Any]:
     # imported here so `--help` and argument errors answer at once
-    from spacewalk.benchmarks.spacewalk18 import predictions as pred_files
-    from spacewalk.benchmarks.spacewalk18 import scoring as metrics
-    from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+    from spacewalk.benchmarks.spacewalk18.scoring import official as metrics
+    from spacewalk.benchmarks.spacewalk18.scoring import predictions as pred_files
 
     dataset = Spacewalk18(root)
     if task == "step_recognition":
@@ -94,7 +94,7 @@ def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, unde
         if split != "test" and questions is None:
             raise DataError(f"video QA has only a test split, not {split!r} (generated questions of other "
                             "recordings: --questions FILE, from python -m "
-                            "spacewalk.benchmarks.spacewalk18.question_generator)")
+                            "spacewalk.benchmarks.spacewalk18.questions.question_generator)")
         asked = dataset.questions(questions)
         return metrics.qa_accuracy(pred_files.read_qa_predictions(predictions, asked), asked)
     samples = dataset.retrieval_samples(split)
@@ -103,13 +103,15 @@ def score_spacewalk18(root: Path, split: str, task: str, predictions: Path, unde
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, help="dataset root in the official layout (required)")
-    parser.add_argument("--split", default="test", help="split to score (default: test)")
+    # the release's splits (dataset.SPLITS; not imported here, so that --help answers at once)
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"),
+                        help="split to score (default: test)")
     parser.add_argument("--task", choices=TASKS, default="step_recognition",
                         help="default step_recognition")
     parser.add_argument("--questions", type=Path, default=None,
                         help="question_answering: a question file in the official format to score against "
                              "(default: the release's tasks/question_answering/test.json); e.g. val questions "
-                             "written by python -m spacewalk.benchmarks.spacewalk18.question_generator")
+                             "written by python -m spacewalk.benchmarks.spacewalk18.questions.question_generator")
     parser.add_argument("--undefined", choices=("exclude", "error"), default="exclude",
                         help="a class with no positive sample (AP) or neither GT nor prediction (IoU), where the "
                              "authors' code divides by zero: leave it out of the mean, or fail")
@@ -130,6 +132,49 @@ def rescore(run_dir: Path, config: dict[str, Any]):
     return rescore_run(run_dir, config)
 
 
+_QUESTION_NOTES = """\
+- Parsing: the reply is read by the project's ordered rules (spacewalk/multiple_choice/parsing.py: the whole
+  reply, an explicit "answer: ...", a leading choice, one bracketed choice, {last_rule}). lmms-eval's
+  multiple-choice tasks mostly take the first option {label} found anywhere in the reply and some pick a random
+  option when they find none; here a reply that no rule reads (or that names a choice outside the options) is
+  wrong, counted in `unparsable`, never guessed.
+- Reply length: 128 new tokens (`max_new_tokens`), the project's choice for a single {label} (the paper gives
+  none).
+- The clip: the slice of the recording the item asks about, handed to lmms-eval's model as a video with its
+  start and end time; the model's own frame rule samples it (lmms-eval's `openai` model: `max_frames_num`
+  frames, by qwen-vl-utils). A simple (non-chat) lmms-eval model gets the slice's frames as images instead,
+  `num_frames` of them uniformly (the task's `lmms_eval_specific_kwargs`). The frames a model sees may differ
+  from `python evaluate.py`'s backends; the scoring of a reply does not.
+"""
+
+_QA_NOTES = """\
+Spacewalk-18 video question answering (the release's questions on one-hour clips of the test recordings),
+App. C.2's prompt: the clip, the instruction, the question and the choices (A) to (D).
+- Accuracy: the official accuracy over the questions (percent); metrics.json's per-type accuracies come with
+  the imported run (`import`).
+""" + _QUESTION_NOTES.format(last_rule="the reply that is one option's text", label="letter")
+
+_STEP_NOTES = """\
+Spacewalk-18 step recognition posed as a question (App. C.2): every official sample of the test split asks
+which of its recording's K + 1 classes the middle of its window of length w shows, with the window's
+transcript in the prompt and the classes as the choices (0) to (K).
+- Accuracy and IoU are the official step-recognition numbers: per recording, then the mean over the
+  recordings (lmms-eval's usual `mean` over documents would weigh the long recordings more). IoU takes, for
+  an unparsable reply, a class that is certainly wrong (the official prediction file has no "no answer"). mAP
+  needs per-class scores, which a generated reply does not give: it is not reported.
+""" + _QUESTION_NOTES.format(last_rule="exactly one integer in the reply", label="number")
+
+
+def _step_task(context: str) -> LmmsEvalTask:
+    return LmmsEvalTask(
+        f"spacewalk18_step_questions_{context}",
+        "spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions.step_recognition_questions_task",
+        {"split": "test", "context": context}, limit="limit",
+        metrics={"Accuracy": True, "IoU": True, "unparsable": False}, data_config="spacewalk18_step_questions",
+        cluster="video_id",
+        group="spacewalk18_step_questions", notes=_STEP_NOTES + f"- w = {context}.\n")
+
+
 BENCHMARK = Benchmark(
     name="spacewalk18",
     release=Release(files=FILES, validate=validate, videos=videos),
@@ -138,4 +183,11 @@ BENCHMARK = Benchmark(
     rescore=rescore,
     headlines=HEADLINES,
     task_of=task_of,
+    lmms_eval=(
+        LmmsEvalTask("spacewalk18_qa",
+                     "spacewalk.benchmarks.spacewalk18.questions.question_answering.question_answering_task",
+                     {}, limit="limit", metrics={"Accuracy": True, "unparsable": False},
+                     data_config="spacewalk18_qa", notes=_QA_NOTES),
+        *(_step_task(context) for context in ("1min", "3min", "5min")),
+    ),
 )

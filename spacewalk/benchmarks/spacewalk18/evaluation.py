@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from spacewalk.benchmarks.spacewalk18.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.headlines import STEP_RECOGNITION
 from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
-from spacewalk.benchmarks.spacewalk18.predictions import write_step_predictions
-from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
-from spacewalk.benchmarks.spacewalk18.timeline import plot_timeline
+from spacewalk.benchmarks.spacewalk18.pictures.timeline import plot_timeline
+from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_step_predictions
 from spacewalk.core.errors import ConfigError
 from spacewalk.results.bootstrap import BootstrapOptions
 from spacewalk.results.layout import PREDICTIONS, write_metrics

@@ -44,7 +44,7 @@ def accuracy(rows: RecordingRows, counts):
     """The recording's Accuracy (percent) on each draw of its samples."""
     import numpy as np
 
-    from spacewalk.benchmarks.spacewalk18.scoring import resampled_accuracies
+    from spacewalk.benchmarks.spacewalk18.scoring.official import resampled_accuracies
 
     return resampled_accuracies(np.asarray(rows.predictions), np.asarray(rows.labels), counts) * 100
 
@@ -53,7 +53,7 @@ def mean_average_precision(rows: RecordingRows, counts):
     """The recording's mAP over the steps (class 0, Irrelevant, left out; percent) on each draw of its samples."""
     import numpy as np
 
-    from spacewalk.benchmarks.spacewalk18.scoring import resampled_mean_average_precisions
+    from spacewalk.benchmarks.spacewalk18.scoring.official import resampled_mean_average_precisions
 
     if rows.scores is None:
         return np.full(len(counts), np.nan)

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import RetrievalSample
+from spacewalk.benchmarks.spacewalk18.data.dataset import RetrievalSample
 from spacewalk.benchmarks.spacewalk18.headlines import INTRA_VIDEO_RETRIEVAL, STEP_RECOGNITION
-from spacewalk.benchmarks.spacewalk18.scoring import resampled_accuracies
+from spacewalk.benchmarks.spacewalk18.scoring.official import resampled_accuracies
 from spacewalk.results.bootstrap import BootstrapOptions, grouped_interval
 from spacewalk.results.statistics import recording_interval
 

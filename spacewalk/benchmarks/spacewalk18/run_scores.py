@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.dataset import Recording, StepSample
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, StepSample
 from spacewalk.benchmarks.spacewalk18.headlines import (
     INTRA_VIDEO_RETRIEVAL,
     QUESTION_ANSWERING,
@@ -110,8 +110,8 @@ def _dataset(config: Mapping[str, Any]):
 
 
 def _step_recognition(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
-    from spacewalk.benchmarks.spacewalk18.predictions import read_step_predictions
-    from spacewalk.benchmarks.spacewalk18.scoring import step_recognition_metrics
+    from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
+    from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 
     dataset = _dataset(config)
     split = _split(run_dir, config)
@@ -131,9 +131,12 @@ def _step_recognition(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
 
 
 def _intra_video_retrieval(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
-    from spacewalk.benchmarks.spacewalk18.predictions import read_retrieval_predictions
-    from spacewalk.benchmarks.spacewalk18.retrieval_sampler import RetrievalSamplerConfig, recording_retrieval_samples
-    from spacewalk.benchmarks.spacewalk18.scoring import retrieval_accuracy
+    from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import (
+        RetrievalSamplerConfig,
+        recording_retrieval_samples,
+    )
+    from spacewalk.benchmarks.spacewalk18.scoring.official import retrieval_accuracy
+    from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_retrieval_predictions
 
     dataset = _dataset(config)
     recorded = _recorded(run_dir)
@@ -169,7 +172,7 @@ def _intra_video_retrieval(run_dir: Path, config: Mapping[str, Any]) -> ScoredRu
 
 
 def _question_answering(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
-    from spacewalk.benchmarks.spacewalk18.question_answering import question_answering_task
+    from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
 
     task = question_answering_task(**data_arguments(config))
     items = task.items()
@@ -188,7 +191,7 @@ def _question_answering(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
 
 
 def _step_questions(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:
-    from spacewalk.benchmarks.spacewalk18.step_recognition_questions import step_recognition_questions_task
+    from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import step_recognition_questions_task
 
     task = step_recognition_questions_task(**data_arguments(config))
     items = task.items()

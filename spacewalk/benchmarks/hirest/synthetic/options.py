@@ -10,6 +10,7 @@ from typing import Any
 
 from spacewalk.benchmarks.hirest.synthetic.vocabulary import RECIPE_LENGTH, TASKS
 from spacewalk.core.errors import ConfigError
+from spacewalk.core.settings import from_mapping
 
 MIN_SHOT_SECONDS = 1.5  # shortest shot inside a step; also keeps cuts clear of a continuous step's fade
 
@@ -72,7 +73,7 @@ class HiRESTOptions:
 def as_options(options: HiRESTOptions | Mapping[str, Any] | None, **fields: Any) -> HiRESTOptions:
     """HiRESTOptions from a HiRESTOptions, a mapping of its fields or nothing; keyword `fields` win."""
     if options is None:
-        return HiRESTOptions(**fields)
+        return from_mapping(HiRESTOptions, fields, "data.synthetic")
     if isinstance(options, HiRESTOptions):
         return dataclasses.replace(options, **fields) if fields else options
-    return HiRESTOptions(**{**dict(options), **fields})
+    return from_mapping(HiRESTOptions, {**dict(options), **fields}, "data.synthetic")
