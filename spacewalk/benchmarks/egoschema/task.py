@@ -85,7 +85,10 @@ class EgoSchemaTask:
 
     def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
                   options: BootstrapOptions) -> dict[str, Any]:
-        """The accuracy's interval over the questions with a known answer (those `metrics` counts)."""
+        """The accuracy's interval over the questions with a known answer (those `metrics` counts); none when no
+        question has one (the accuracy is then None)."""
+        if metrics["accuracy"] is None:
+            return {}
         return accuracy_intervals(self.correctness(items, records)[1], options,
                                   estimates={"accuracy": metrics["accuracy"]})
 
