@@ -40,6 +40,7 @@ from models.step_recognition import StepRecognitionModule
 from spacewalk.benchmarks.spacewalk18.scoring.official import retrieval_accuracy
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_retrieval_predictions
 from spacewalk.core.errors import ConfigError
+from spacewalk.results.layout import PREDICTIONS
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ class IntraVideoRetrievalModule(pl.LightningModule):
             out = Path(self.output_dir)
             # the predictions are this module's to write (it holds them); metrics.json is the run's
             # (spacewalk/training/intra_video_retrieval.py: the val numbers, the window, the sample sources beside)
-            write_retrieval_predictions(out / "predictions.json", self.split_predictions["test"])
+            write_retrieval_predictions(out / PREDICTIONS, self.split_predictions["test"])
 
     def configure_optimizers(self):
         params = [p for p in self.parameters() if p.requires_grad]

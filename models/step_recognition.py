@@ -42,10 +42,12 @@ from torch import nn
 from models.heads import head_reads_cells
 from models.irrelevant_threshold import OBJECTIVES, Objective, apply_threshold, fit_threshold
 from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, StepSample
+from spacewalk.benchmarks.spacewalk18.headlines import STEP_RECOGNITION
 from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_step_predictions
 from spacewalk.benchmarks.spacewalk18.scoring.step_recognition_metric import StepRecognitionMetric, VideoOutputs
 from spacewalk.core.errors import ConfigError
+from spacewalk.results.layout import PREDICTIONS
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +260,7 @@ class StepRecognitionModule(pl.LightningModule):
         self.split_scores[split] = reported
         result = step_recognition_metrics(metric.recordings, metric.samples, predictions, reported, metric.undefined)
         self.split_results[split] = result
-        values = {f"{split}/{name}": result[name] for name in ("Accuracy", "mAP", "IoU") if result[name] is not None}
+        values = {f"{split}/{h.name}": result[h.name] for h in STEP_RECOGNITION if result[h.name] is not None}
         if self.hparams.irrelevant == "threshold":
             values[f"{split}/tau"] = float(self.tau)
         # identical on every rank (gathered states): the mean over ranks changes nothing, and
@@ -281,7 +283,7 @@ class StepRecognitionModule(pl.LightningModule):
         # the predictions are this module's to write (it holds them); metrics.json is the run's
         # (spacewalk/training/step_recognition.py adds the selection criterion and the decoded metrics to test_record)
         if self.output_dir is not None and self.trainer.is_global_zero:
-            write_step_predictions(Path(self.output_dir) / "predictions.json", out["predictions"], out["scores"])
+            write_step_predictions(Path(self.output_dir) / PREDICTIONS, out["predictions"], out["scores"])
             log.info("test predictions written to %s", self.output_dir)
 
     def test_record(self) -> dict[str, Any]:

@@ -6,10 +6,10 @@
 - `encoders`: frozen text and video encoders and the trainable towers copied from them
 - `benchmarks`: Spacewalk-18, HiREST, EgoSchema, EgoCross, and the registry that finds them
 - `multiple_choice`: the harness for video LLMs, API models and contrastive scoring
-- the results tools: `report`, `compare`, `rescore`, `run_dirs`, `seed_groups`, `comparison_tables`,
-  `provenance`, `bootstrap`
+- `results`: the run directory's layout, the run finder, re-scoring, seed groups, the statistics (tests, intervals,
+  power), compare and the report
 - `training`: the run sequence behind train.py and evaluate.py, the one place that knows Lightning and Hydra
-- commands: `python -m spacewalk.score`, `python -m spacewalk.download`
+- commands: `python -m spacewalk.score`, `.download`, `.report`, `.compare`, `.power`
 """
 
 __version__ = "0.1.0"

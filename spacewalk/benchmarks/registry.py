@@ -4,11 +4,18 @@ A benchmark is the subpackage `spacewalk/benchmarks/<name>/` plus its configs. I
 `spacewalk/benchmarks/<name>/benchmark.py` defines `BENCHMARK = Benchmark(...)`: its name (the package's), the release
 that `python -m spacewalk.download <name>` fetches (every file pinned to a commit, with its sha256 where
 known), how a fetched release is validated, the `python -m spacewalk.score` subcommand(s) that score a
-prediction file, how a finished run is re-scored from its recorded predictions (spacewalk/rescore.py), and
+prediction file, how a finished run is re-scored from its recorded predictions (spacewalk/results/rescore.py), and
 which of its multiple-choice tasks `python -m spacewalk.multiple_choice.lmms_eval export` writes as lmms-eval tasks.
 `discover()` scans the `spacewalk.benchmarks` package's subpackages for that module (pkgutil, reading
 folders, importing only the registration modules), so no central list names the benchmarks: the score and
 download commands and the architecture test all read the registry.
+
+**Headline numbers.** Each benchmark declares the headline numbers of each of its tasks once (`Headline`: the
+name, the unit the intervals and tests resample, how the number is computed from predictions, which way is
+better), as `Benchmark.headlines` ({task: (Headline, ...)}), and says which task a finished run is
+(`Benchmark.task_of`). The end-of-run table, the intervals in metrics.json, the re-scoring, the paired
+comparison, the report's default columns and the logged keys all read that declaration, so a new number is one
+edit in its benchmark's package (docs/adding_a_benchmark.md).
 
 Registration modules stay light (argparse, pathlib, this module): each tool imports all of them on every
 call, so `--help` and argument errors must answer at once; the dataset and scoring code is imported inside
@@ -22,7 +29,7 @@ import hashlib
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -82,6 +89,49 @@ class ScoreCommand:
     description: str = ""  # the longer text of `python -m spacewalk.score <name> --help`
 
 
+# The units a headline number's intervals and tests resample (statistics: spacewalk/results/statistics.py)
+RECORDINGS = "recordings"  # one value per recording, then the mean (a recording's samples are not redrawn)
+RECORDINGS_THEN_SAMPLES = "recordings, then samples within them"  # the same, each recording's value from samples
+SAMPLES_WITHIN_RECORDINGS = "samples (resampled within each recording, every recording kept once)"
+QUESTIONS = "questions"
+QUERIES = "queries"
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One headline number of a task, as its benchmark declares it.
+
+    `name`: its name in metrics.json, in every table and in the logged keys (`test/<name>`); `per_<group>/*` is a
+    number per value of a group (per question type, per domain), each named `per_<group>/<value>`. `unit`: what
+    its intervals and tests resample (the constants above, or the benchmark's own words). `computed`: how the
+    number follows from the predictions, in words (the tables' notes and docs/adding_a_benchmark.md).
+    `per_recording`: for a number that is a metric per recording, then the mean over recordings, the
+    recording's value on multisets of its samples, `per_recording(rows, counts) -> values` (counts [m, n]: how
+    often each sample is in each of m draws; `rows`: the benchmark's own per-recording object), which the
+    re-scoring and the paired comparison use to draw a recording's samples again; None for a number over flat
+    units or one whose recording's samples cannot be drawn again (`samples_redrawn`). `bounds`: its range (the
+    intervals are cut to it)."""
+
+    name: str
+    unit: str
+    computed: str
+    higher_is_better: bool = True
+    per_recording: Callable[[Any, Any], Any] | None = None
+    samples_redrawn: bool = True  # a recording's samples are units of their own (IoU's tile its timeline: not)
+    bounds: tuple[float, float] = (0.0, 100.0)
+
+    @property
+    def over_recordings(self) -> bool:
+        """A metric per recording, then the mean: its intervals and tests are over recordings."""
+        return self.unit in (RECORDINGS, RECORDINGS_THEN_SAMPLES)
+
+    def matches(self, name: str) -> bool:
+        """Whether `name` (a metrics.json path) is this number, or one of its group (`per_type/when task`)."""
+        if self.name.endswith("/*"):
+            return name.startswith(self.name[:-1]) and len(name) > len(self.name) - 1
+        return name == self.name
+
+
 @dataclass(frozen=True)
 class LmmsEvalTask:
     """One multiple-choice task of the benchmark as an lmms-eval task (spacewalk/multiple_choice/lmms_eval/):
@@ -110,16 +160,49 @@ class Benchmark:
     name: str  # the package's name: spacewalk/benchmarks/<name>/
     release: Release
     scores: tuple[ScoreCommand, ...]
-    # (run directory, its resolved config as a dict) -> spacewalk.rescore.ScoredRun: a finished run of this
-    # benchmark re-scored from its recorded predictions (spacewalk/rescore.py, python -m spacewalk.compare);
+    # (run directory, its resolved config as a dict) -> spacewalk.results.rescore.ScoredRun: a finished run of this
+    # benchmark re-scored from its recorded predictions (spacewalk/results/rescore.py, python -m spacewalk.compare);
     # the runs whose data config's _target_ lies in this package are this benchmark's
     rescore: Callable[[Path, dict[str, Any]], Any] | None = None
+    # {task: its headline numbers} (module docstring), and which of those tasks a run is, from its config (the
+    # composed or resolved config as a dict; None: none of them)
+    headlines: Mapping[str, tuple[Headline, ...]] = field(default_factory=dict)
+    task_of: Callable[[Mapping[str, Any]], str | None] | None = None
     # its multiple-choice tasks as lmms-eval tasks (python -m spacewalk.multiple_choice.lmms_eval export)
     lmms_eval: tuple[LmmsEvalTask, ...] = ()
 
     @property
     def package(self) -> str:
         return f"{__package__}.{self.name}"
+
+
+def run_task(config: Mapping[str, Any]) -> tuple[Benchmark, str] | None:
+    """The benchmark and task of a run, from its config: the benchmark whose package holds the data config's
+    `_target_`, its `task_of(config)`; None where no registered benchmark claims the run."""
+    data = config.get("data") if isinstance(config, Mapping) else None
+    target = data.get("_target_") if isinstance(data, Mapping) else None
+    if not isinstance(target, str):
+        return None
+    for benchmark in discover().values():
+        if target.startswith(benchmark.package + ".") and benchmark.task_of is not None:
+            task = benchmark.task_of(config)
+            return (benchmark, task) if task in benchmark.headlines else None
+    return None
+
+
+def headlines_of(config: Mapping[str, Any]) -> tuple[Headline, ...]:
+    """The headline numbers the run's benchmark declares for its task (none where no benchmark claims it)."""
+    found = run_task(config)
+    return found[0].headlines[found[1]] if found else ()
+
+
+def declared_names() -> list[str]:
+    """Every headline name any benchmark declares (groups left out), in the registry's order."""
+    names: dict[str, None] = {}
+    for benchmark in discover().values():
+        for headlines in benchmark.headlines.values():
+            names.update((h.name, None) for h in headlines if not h.name.endswith("/*"))
+    return list(names)
 
 
 def registration_modules() -> list[str]:

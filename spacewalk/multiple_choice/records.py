@@ -35,6 +35,7 @@ from spacewalk.core.errors import DataError
 from spacewalk.core.io import atomic_path
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.task import Record
+from spacewalk.results.layout import PREDICTIONS
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +245,7 @@ def item_rows(items: Sequence[MultipleChoiceItem], records: Sequence[Record]) ->
 
 
 def item_records(run_dir: str | Path, items: Sequence[Any]) -> list[Record]:
-    """A finished run's record of each of `items`, in their order (re-scoring a run: spacewalk/rescore.py); a
+    """A finished run's record of each of `items`, in their order (re-scoring a run: spacewalk/results/rescore.py); a
     run without records.jsonl, or with an item unanswered, is refused naming it."""
     path = Path(run_dir) / RECORDS
     if not path.is_file():
@@ -285,7 +286,7 @@ def checked_run_dir(run_dir: Path) -> Path:
     if any(run_dir.glob("records.rank*.jsonl")):
         raise DataError(f"only the ranks' shards (records.rank<r>.jsonl), no {RECORDS}: the run has not finished; "
                         "re-run its command to finish it", file=run_dir)
-    kind = " (it holds predictions.json: a run of another task)" if (run_dir / "predictions.json").is_file() else ""
+    kind = f" (it holds {PREDICTIONS}: a run of another task)" if (run_dir / PREDICTIONS).is_file() else ""
     raise DataError(f"no {RECORDS}: not a multiple-choice run's directory{kind}", file=run_dir)
 
 

@@ -40,7 +40,6 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.io import load_json, write_json
 from spacewalk.multiple_choice.generation import generation_record
@@ -59,10 +58,12 @@ from spacewalk.multiple_choice.records import (
     write_merged,
 )
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Record, Reply
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.layout import METRICS as METRICS  # the file run() writes, named where every run file is
+from spacewalk.results.layout import write_metrics
 
 log = logging.getLogger(__name__)
 
-METRICS = "metrics.json"
 RUN_FILE = "run.json"
 # model settings that change how fast a backend answers, never what: left out of run.json's identity (and of the
 # run directory's name, conf/task/multiple_choice.yaml), so a run resumes with another value
@@ -279,7 +280,7 @@ def finish(task: MultipleChoiceTask, run_dir: Path, items: Sequence[MultipleChoi
     """Rank 0's end: wait for every item's record, merge the shards into records.jsonl (item order), write
     metrics.json and the task's official files. Also re-scores a finished run directory on its own.
     `bootstrap`: metrics.json's "intervals" from the task's `intervals(items, records, metrics, options)`
-    (spacewalk/bootstrap.py; a task without one has none), over the per-item units records.jsonl keeps."""
+    (spacewalk/results/bootstrap.py; a task without one has none), over the per-item units records.jsonl keeps."""
     items = list(task.items()) if items is None else list(items)
     deadline = time.monotonic() + wait_seconds
     while True:
@@ -298,5 +299,5 @@ def finish(task: MultipleChoiceTask, run_dir: Path, items: Sequence[MultipleChoi
     if bootstrap is not None and intervals is not None:
         metrics["intervals"] = intervals(items, records, metrics, bootstrap)
     task.write_outputs(items, records, run_dir)
-    write_json(run_dir / METRICS, metrics)
+    write_metrics(run_dir, metrics)  # with its version (spacewalk/results/layout.py)
     return metrics

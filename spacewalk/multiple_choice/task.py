@@ -119,7 +119,7 @@ class MultipleChoiceTask(Protocol):
     (an `AnswerLimits`: how many new tokens its answer format needs) and, when it drives models of its own
     (EgoCross OpenQA's judge), `generation_extra()` for run.json: spacewalk/multiple_choice/generation.py.
     A task may also have `intervals(items, records, metrics, options)`: the bootstrap intervals of its headline
-    numbers over its own unit (spacewalk/bootstrap.py), metrics.json's "intervals".
+    numbers over its own unit (spacewalk/results/bootstrap.py), metrics.json's "intervals".
     (Attributes the runner reads with getattr, left out of the protocol so that a toy task still is one.)"""
 
     name: str

@@ -51,7 +51,7 @@ from spacewalk.benchmarks.spacewalk18.decoding.plan_prior import PlanPriorBaseli
 from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_step_predictions
 from spacewalk.core.errors import ConfigError
-from spacewalk.core.io import write_json
+from spacewalk.results.layout import PREDICTIONS, write_metrics
 
 log = logging.getLogger(__name__)
 
@@ -254,14 +254,14 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
     log.info("decoding=%s: chosen on val %s, %s", name, emissions, chosen)
     decoded = run("test", chosen)
     result = metrics("test", decoded)
-    intervals = decoded_intervals(cfg, recordings, samples["test"], decoded, result)
+    intervals = decoded_intervals(cfg, result)
     if intervals is not None:  # the same bootstrap as the raw test numbers, so the two rows compare
         result["intervals"] = intervals
     out_dir = output_dir / "decoded" / name
-    write_step_predictions(out_dir / "predictions.json", {v: d.labels for v, d in decoded.items()},
+    write_step_predictions(out_dir / PREDICTIONS, {v: d.labels for v, d in decoded.items()},
                            {v: d.posteriors for v, d in decoded.items()})
     raw = {v: model.split_scores["test"][v] for v in decoded}
-    write_json(out_dir / "metrics.json", {"split": "test", "decoding": name, "settings": asdict(chosen),
+    write_metrics(out_dir, {"split": "test", "decoding": name, "settings": asdict(chosen),
                                           "emissions": asdict(emissions), **fitted, **result,
                                           "val_candidates": table})
     if plots:
@@ -277,25 +277,21 @@ def decode_run(cfg: DictConfig, datamodule, model, output_dir: Path, plots: bool
     return {"decoding": name, "settings": asdict(chosen), "emissions": asdict(emissions), **result}
 
 
-def decoded_intervals(cfg: DictConfig, recordings, samples, decoded, result) -> dict[str, Any] | None:
-    """The bootstrap intervals of the decoded test metrics (metrics.bootstrap; None when off): recordings, then
-    samples within them, the decoded labels for Accuracy and the posteriors for mAP, as the raw test's."""
+def decoded_intervals(cfg: DictConfig, result: dict[str, Any]) -> dict[str, Any] | None:
+    """The intervals of the decoded test metrics (metrics.bootstrap; None when off): over the recordings of their
+    per-recording values, as the raw test's (spacewalk/benchmarks/spacewalk18/intervals.py)."""
     from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
     from spacewalk.training.run_directory import bootstrap_options
 
     options = bootstrap_options(cfg)
-    if options is None:
-        return None
-    return step_recognition_intervals({v: recordings[v] for v in decoded}, {v: samples[v] for v in decoded},
-                                      {v: d.labels for v, d in decoded.items()},
-                                      {v: d.posteriors for v, d in decoded.items()}, result, options)
+    return None if options is None else step_recognition_intervals(result, options)
 
 
 def read_raw_predictions(output_dir: Path, datamodule, fallback: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The run's own test predictions (predictions.json), for the raw row of the pictures."""
     from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 
-    path = output_dir / "predictions.json"
+    path = output_dir / PREDICTIONS
     if not path.is_file():
         return {v: s.argmax(axis=1) for v, s in fallback.items()}
     return read_step_predictions(path, datamodule.dataset.recordings, datamodule.samples["test"]).predictions

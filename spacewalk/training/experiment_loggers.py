@@ -25,7 +25,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from spacewalk.core.io import load_json
-from spacewalk.provenance import PROVENANCE
+from spacewalk.results.layout import PROVENANCE
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, open_dict
 from spacewalk.benchmarks.hirest.dataset import HiREST
 from spacewalk.benchmarks.hirest.evaluation import evaluate_hirest_baselines, overall_summary, score
 from spacewalk.benchmarks.hirest.joint_model_io import PREDICTION_FILES
-from spacewalk.core.io import write_json
+from spacewalk.results.layout import write_metrics
 from spacewalk.training.run import Recipe, Run
 from spacewalk.training.run_directory import bootstrap_options, write_resolved_config
 
@@ -119,7 +119,7 @@ class HiRESTRecipe(Recipe):
     def write(self, run: Run) -> None:
         """metrics.json: {split: {task: metrics}} and the selection criterion (a training run's)."""
         scores = {k: v for k, v in run.results.items() if k != "best_val_loss"}
-        write_json(run.output_dir / "metrics.json", scores if run.retest else
+        write_metrics(run.output_dir, scores if run.retest else
                    {**scores, "best_val_loss": run.results["best_val_loss"]})
 
     def summarize(self, run: Run) -> None:
@@ -127,8 +127,8 @@ class HiRESTRecipe(Recipe):
 
     def non_learned(self, cfg: DictConfig, output_dir: Path, training: bool) -> dict[str, Any]:
         """The baselines `model=hirest_heuristics` configures, on `cfg.split`."""
-        # what spacewalk/rescore.py re-scores the prediction files with (the DataModule's settings name the joint
-        # model's, which this model has not: left out)
+        # what spacewalk/results/rescore.py re-scores the prediction files with (the DataModule's settings name the
+        # joint model's, which this model has not: left out)
         write_resolved_config(cfg, keys=("task", "data", "split", "seed", "model", "metrics"))
         dataset = hydra.utils.instantiate(cfg.data)
         baselines = hydra.utils.instantiate(cfg.model).by_task()

@@ -27,6 +27,7 @@ import hydra
 from omegaconf import DictConfig
 
 from spacewalk.core.errors import ConfigError
+from spacewalk.results.layout import PREDICTIONS
 from spacewalk.training.run import Recipe, Run
 from spacewalk.training.run_directory import start_run
 from spacewalk.training.spacewalk18_modules import build_datamodule, build_model
@@ -40,7 +41,7 @@ def _write_metrics(cfg: DictConfig, datamodule, output_dir: Path, test: dict[str
     """metrics.json and the pictures of the missed pairs."""
     from spacewalk.benchmarks.spacewalk18.intervals import retrieval_intervals
     from spacewalk.benchmarks.spacewalk18.pictures.retrieval_plot import plot_missed_pairs
-    from spacewalk.core.io import write_json
+    from spacewalk.results.layout import write_metrics
     from spacewalk.training.run_directory import bootstrap_options
 
     options = bootstrap_options(cfg)
@@ -48,7 +49,7 @@ def _write_metrics(cfg: DictConfig, datamodule, output_dir: Path, test: dict[str
         test["intervals"] = retrieval_intervals(predictions, datamodule.samples["test"], test, options)
     metrics = {"split": "test", **test, "val": val, "context_seconds": datamodule.context_seconds,
                "modalities": str(datamodule.modalities), "sample_sources": dict(datamodule.sources), **extra}
-    write_json(output_dir / "metrics.json", metrics)
+    write_metrics(output_dir, metrics)
     if cfg.get("plots", True):
         samples, recordings = datamodule.samples["test"], datamodule.dataset.recordings
         for video_id, pred in predictions.items():
@@ -70,9 +71,9 @@ def _log_test(datamodule, output_dir: Path, test: dict[str, Any], val: dict[str,
 def _write_val(datamodule, output_dir: Path, val: dict[str, Any], best_val_loss: float | None) -> None:
     """`test=false`, for choosing a setting on val: metrics.json holds the val numbers only, so a variant that
     is not chosen never shows a test number."""
-    from spacewalk.core.io import write_json
+    from spacewalk.results.layout import write_metrics
 
-    write_json(output_dir / "metrics.json", {"split": "val", **val, "best_val_loss": best_val_loss,
+    write_metrics(output_dir, {"split": "val", **val, "best_val_loss": best_val_loss,
                                              "context_seconds": datamodule.context_seconds,
                                              "sample_sources": dict(datamodule.sources)})
     log.info("intra-video retrieval, val split (test=false, no test step), w = %g s: Accuracy %.2f\noutputs: %s",
@@ -109,7 +110,7 @@ class IntraVideoRetrieval(Recipe):
             predictions = model.predict(datamodule, split)
             results[split] = (retrieval_accuracy(predictions, datamodule.samples[split]), predictions)
         (test, predictions), val = results["test"], results["val"][0]
-        write_retrieval_predictions(output_dir / "predictions.json", predictions)  # no module to write them
+        write_retrieval_predictions(output_dir / PREDICTIONS, predictions)  # no module to write them
         _write_metrics(cfg, datamodule, output_dir, test, val, predictions, {})
         _log_test(datamodule, output_dir, test, val)
         return {"test": test, "val": val, "best_val_loss": None}

@@ -208,12 +208,13 @@ def run_sequence(cfg: DictConfig, recipe: Recipe, output_dir: Path, training: bo
 # ---- the entry points (spacewalk.training.train / evaluate) ----------------------------------------------------
 
 def record_provenance(cfg: DictConfig, entry: str) -> None:
-    """provenance.json in the run directory on process 0 (spacewalk/provenance.py): the job's command, the commit
-    and when, so a table made from run directories (python -m spacewalk.report) names what produced each number."""
+    """provenance.json in the run directory on process 0 (spacewalk/results/provenance.py): the job's command, the
+    commit and when, so a table made from run directories (python -m spacewalk.report) names what produced each
+    number."""
     from hydra.core.hydra_config import HydraConfig
     from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
-    from spacewalk.provenance import write_provenance
+    from spacewalk.results.provenance import write_provenance
 
     if getattr(rank_zero_only, "rank", 0) != 0:  # the DDP processes Lightning starts (LOCAL_RANK), torchrun's (RANK)
         return

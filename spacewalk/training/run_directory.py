@@ -12,9 +12,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_text
+from spacewalk.results.layout import RUN_CONFIG
 
 # the config with every interpolation resolved, so evaluate.py can rebuild a run outside it
-RESOLVED_CONFIG = "config.resolved.yaml"
+RESOLVED_CONFIG = RUN_CONFIG  # the resolved config every run directory holds (spacewalk/results/layout.py)
 
 
 def start_run(cfg: DictConfig) -> Path:
@@ -25,7 +26,7 @@ def start_run(cfg: DictConfig) -> Path:
 
 def write_resolved_config(cfg: DictConfig, keys: tuple[str, ...] | None = None) -> Path:
     """The resolved config in the run directory (what evaluate.py ckpt_path=... rebuilds a run from, and what
-    spacewalk/rescore.py re-scores its predictions with); `keys`: only these top-level sections (a run whose
+    spacewalk/results/rescore.py re-scores its predictions with); `keys`: only these top-level sections (a run whose
     other sections name what its model does not have: HiREST's baselines and the joint model's DataModule
     settings); returns that directory."""
     output_dir = Path(cfg.paths.output_dir)
@@ -99,9 +100,9 @@ def load_run_config(ckpt: Path, output_dir: str) -> DictConfig:
 
 
 def bootstrap_options(cfg: DictConfig):
-    """The config's metrics.bootstrap (spacewalk/bootstrap.py), None where n_resamples is 0 (no intervals). A run
-    directory written before the intervals existed has none: the defaults."""
-    from spacewalk.bootstrap import BootstrapOptions
+    """The config's metrics.bootstrap (spacewalk/results/bootstrap.py), None where n_resamples is 0 (no intervals).
+    A run directory written before the intervals existed has none: the defaults."""
+    from spacewalk.results.bootstrap import BootstrapOptions
 
     values = OmegaConf.select(cfg, "metrics.bootstrap", default=None)
     options = BootstrapOptions.from_mapping(OmegaConf.to_container(values) if values is not None else None)

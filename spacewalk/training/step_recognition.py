@@ -19,6 +19,7 @@ import hydra
 from omegaconf import DictConfig, open_dict
 
 from spacewalk.core.errors import ConfigError
+from spacewalk.results.layout import PREDICTIONS
 from spacewalk.training.run import Recipe, Run
 from spacewalk.training.spacewalk18_modules import build_datamodule, build_model
 
@@ -32,7 +33,7 @@ def draw_pictures(datamodule, output_dir: Path) -> None:
 
     samples = datamodule.samples["test"]
     recordings = datamodule.dataset.recordings
-    read = read_step_predictions(output_dir / "predictions.json", recordings, samples)
+    read = read_step_predictions(output_dir / PREDICTIONS, recordings, samples)
     for video_id, predictions in read.predictions.items():
         plot_timeline(recordings[video_id], samples[video_id], predictions,
                       output_dir / "timelines" / f"{video_id}.png")
@@ -53,11 +54,11 @@ def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> 
     from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 
     recordings, samples = datamodule.dataset.recordings, datamodule.samples["test"]
-    rows = {"raw": read_step_predictions(output_dir / "predictions.json", recordings, samples).predictions}
+    rows = {"raw": read_step_predictions(output_dir / PREDICTIONS, recordings, samples).predictions}
     folders = {"raw": output_dir}
     if decoded:
         folders["decoded"] = output_dir / "decoded" / decoded
-        rows["decoded"] = read_step_predictions(folders["decoded"] / "predictions.json", recordings,
+        rows["decoded"] = read_step_predictions(folders["decoded"] / PREDICTIONS, recordings,
                                                 samples).predictions
     images = {f"test/{kind}/{name}": [wandb.Image(str(p), caption=p.stem) for p in sorted((f / kind).glob("*.png"))]
               for name, f in folders.items() for kind in ("timelines", "confusion")}
@@ -70,19 +71,13 @@ def log_to_wandb(trainer, datamodule, output_dir: Path, decoded: str | None) -> 
 
 
 def test_intervals(run: Run) -> dict[str, Any] | None:
-    """The bootstrap intervals of the test metrics (metrics.bootstrap; None when off), from the run's
-    predictions.json (the per-sample units a later comparison reads too) and the module's official numbers."""
+    """The intervals of the test metrics (metrics.bootstrap; None when off), over the recordings of the module's
+    official per-recording numbers (spacewalk/benchmarks/spacewalk18/intervals.py)."""
     from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
-    from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
     from spacewalk.training.run_directory import bootstrap_options
 
     options = bootstrap_options(run.cfg)
-    if options is None:
-        return None
-    metric, test = run.model.metrics["test"], run.results["test"]
-    samples = {v: metric.samples[v] for v in test["per_video"]}  # a limited run scores the whole videos only
-    read = read_step_predictions(run.output_dir / "predictions.json", metric.recordings, samples)
-    return step_recognition_intervals(metric.recordings, samples, read.predictions, read.scores, test, options)
+    return None if options is None else step_recognition_intervals(run.results["test"], options)
 
 
 class StepRecognition(Recipe):
@@ -136,17 +131,17 @@ class StepRecognition(Recipe):
         """`test=false`: the kept checkpoint's val metrics in metrics.json, no test step (so a variant that is not
         chosen never shows a test number)."""
         from spacewalk.benchmarks.spacewalk18.evaluation import format_table
-        from spacewalk.core.io import write_json
+        from spacewalk.results.layout import write_metrics
 
         val = run.model.split_results["val"]
-        write_json(run.output_dir / "metrics.json", {"split": "val", **val, "tau": float(run.model.tau),
+        write_metrics(run.output_dir, {"split": "val", **val, "tau": float(run.model.tau),
                                                      "best_val_loss": run.results["best_val_loss"]})
         log.info("val split (test=false, no test step):\n%s\noutputs: %s", format_table(val), run.output_dir)
 
     def write(self, run: Run) -> None:
         """metrics.json (the module's test record, the selection criterion and the decoded test metrics), the
         pictures and the W&B table."""
-        from spacewalk.core.io import write_json
+        from spacewalk.results.layout import write_metrics
         from spacewalk.training.trainer import log_intervals
 
         decoded = run.results.get("decoded")
@@ -155,7 +150,7 @@ class StepRecognition(Recipe):
         if intervals is not None:
             extra["intervals"] = run.results["test"]["intervals"] = intervals
             log_intervals(run.trainer, intervals)
-        write_json(run.output_dir / "metrics.json", {**run.model.test_record(), **extra})
+        write_metrics(run.output_dir, {**run.model.test_record(), **extra})
         if run.cfg.get("plots", True):
             draw_pictures(run.datamodule, run.output_dir)
             log_to_wandb(run.trainer, run.datamodule, run.output_dir, decoded["decoding"] if decoded else None)

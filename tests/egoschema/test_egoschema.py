@@ -17,7 +17,10 @@ from spacewalk.benchmarks.egoschema.synthetic import COLOURS, HIDDEN_ANSWERS_FIL
 from spacewalk.benchmarks.egoschema.task import EgoSchemaTask, open_egoschema
 from spacewalk.benchmarks.registry import find
 from spacewalk.core.errors import DataError
+from spacewalk.multiple_choice import runner
+from spacewalk.multiple_choice.backends.baselines import RandomBackend
 from spacewalk.multiple_choice.task import MultipleChoiceTask, Prompt, Record
+from spacewalk.results.bootstrap import BootstrapOptions
 from spacewalk.score import main as score_main
 
 
@@ -208,6 +211,27 @@ def test_ground_truth_submissions_round_trip_through_the_scorer(synthetic_root, 
         assert score_main(["egoschema", "--root", str(synthetic_root), "--predictions", str(tmp_path / name)]) == 0
         assert json.loads(capsys.readouterr().out) == {"accuracy": 100.0, "correct": 20, "total": 20,
                                                        "unparsable": 0}
+
+
+def test_a_run_over_questions_without_known_answers_has_no_accuracy(synthetic_root, tmp_path):
+    """The full split's questions outside the public answers: nothing is measured, so metrics.json's accuracy is
+    null (not 0.0, which a table or a seed group would average as a number) and it has no interval."""
+    task = open_egoschema(root=synthetic_root, split="full")
+    unanswered = [item for item in task.items() if item.answer is None]
+    assert unanswered
+    task.items = lambda: unanswered  # the run's items: only those of unknown answer
+    metrics = runner.run(task, RandomBackend(seed=0), tmp_path / "run", progress=False,
+                         bootstrap=BootstrapOptions(n_resamples=50))
+    written = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert (written["accuracy"], written["total"], written["items"]) == (None, 0, len(unanswered))
+    assert metrics["accuracy"] is None and "accuracy" not in written["intervals"]
+    assert (tmp_path / "run" / "submission.json").is_file()  # the answers still go to the server
+    # a question with a known answer among them gives a number and its interval again
+    answered = next(i for i in open_egoschema(root=synthetic_root, split="full").items() if i.answer is not None)
+    records = _records([answered], [answered.answer])
+    known = task.metrics([answered], records)
+    assert known["accuracy"] == 100.0
+    assert "accuracy" in task.intervals([answered], records, known, BootstrapOptions(n_resamples=50))
 
 
 def test_raw_replies_are_parsed_with_the_questions(synthetic_root, tmp_path, capsys):

@@ -1,11 +1,13 @@
-"""spacewalk/bootstrap.py: the flat (scipy) and the two-stage (ours) bootstrap intervals, on hand-checked cases."""
+"""spacewalk/results/bootstrap.py: the flat (scipy) and the two-stage (ours) bootstrap intervals, on hand-checked
+cases."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from spacewalk.bootstrap import (
+from spacewalk.core.errors import ConfigError
+from spacewalk.results.bootstrap import (
     BootstrapOptions,
     accuracy_intervals,
     flat_interval,
@@ -13,7 +15,6 @@ from spacewalk.bootstrap import (
     grouped_interval,
     summary_intervals,
 )
-from spacewalk.core.errors import ConfigError
 
 OPTS = BootstrapOptions(n_resamples=2000, level=0.95, seed=0)
 

@@ -1,4 +1,4 @@
-"""spacewalk.rescore (a run's numbers recomputed from its recorded predictions) and python -m spacewalk.compare
+"""spacewalk.results.rescore (a run's numbers recomputed from its recorded predictions) and python -m spacewalk.compare
 (paired differences of two runs or groups of seeds). The runs are written in-process by the project's own
 writers (evaluate_step_recognition, the multiple-choice runner, the official prediction writers) with the config
 keys the re-scoring reads, so no end-to-end command runs here."""
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import yaml
 
-from spacewalk import compare
-from spacewalk.bootstrap import BootstrapOptions
-from spacewalk.rescore import recorded_metrics, rescore_run, scored_run
+from spacewalk.results import compare
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.rescore import recorded_metrics, rescore_run, scored_run
 
 from helpers.run_dir_fakes import Noisy
 
@@ -22,11 +22,16 @@ OPTIONS = BootstrapOptions(n_resamples=200, seed=0)
 
 
 def write_config(run_dir: Path, task: str, data: dict, overrides: list[str] = (), **top) -> Path:
+    """The resolved config re-scoring reads; with `overrides`, Hydra's record too (the model as a config group's
+    choice, which the selection language reads)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.resolved.yaml").write_text(yaml.safe_dump({"task": {"name": task}, "data": data, **top}))
     if overrides:
         (run_dir / ".hydra").mkdir(exist_ok=True)
         (run_dir / ".hydra/overrides.yaml").write_text(yaml.safe_dump(list(overrides)))
+        choices = {k: v for k, v in (o.split("=", 1) for o in overrides) if k == "model"}
+        (run_dir / ".hydra/hydra.yaml").write_text(yaml.safe_dump({"hydra": {"job": {"name": "evaluate"},
+                                                                             "runtime": {"choices": choices}}}))
     return run_dir
 
 
@@ -80,39 +85,77 @@ def test_a_run_against_itself_differs_by_nothing(step_runs):
     differences, notes = compare.compare([run], [run], OPTIONS)
     assert [d.name for d in differences] == ["Accuracy", "mAP", "IoU"] and notes == []
     for d in differences:
-        assert d.difference == 0 and d.low == d.high == 0 and d.p_value == 1.0
+        assert d.difference == 0
+        recordings = d.claims[compare.NEW_RECORDINGS]
+        assert recordings.low == recordings.high == 0 and recordings.p is None  # 2 recordings: no p to give
+        if d.name != "IoU":  # IoU's recording samples are not drawn again: no such claim
+            samples = d.claims[compare.THESE_RECORDINGS]
+            assert samples.low == samples.high == 0 and samples.p == 1.0
+    assert compare.THESE_RECORDINGS not in differences[2].claims
 
 
-def test_a_better_model_is_found_better_and_the_pairing_narrows_the_interval(step_runs):
+def test_a_better_model_is_found_better_on_these_recordings_but_two_recordings_give_no_p(step_runs):
     _, runs = step_runs
     weak, strong = scored_run(runs["weak", 0]), scored_run(runs["strong", 0])
     differences = {d.name: d for d in compare.compare([weak], [strong], OPTIONS)[0]}
     accuracy = differences["Accuracy"]
     assert accuracy.difference == pytest.approx(strong.metrics["Accuracy"].value - weak.metrics["Accuracy"].value)
-    assert accuracy.difference > 5 and accuracy.low > 0 and accuracy.p_value < 0.05
-    assert accuracy.low <= accuracy.difference <= accuracy.high
-    assert accuracy.n == 2  # the synthetic test split's recordings
+    samples = accuracy.claims[compare.THESE_RECORDINGS]
+    assert accuracy.difference > 5 and samples.low > 0 and samples.p < 0.05
+    assert samples.low <= accuracy.difference <= samples.high and samples.n == sum(weak.metrics["Accuracy"].sizes)
+    recordings = accuracy.claims[compare.NEW_RECORDINGS]
+    assert accuracy.n == recordings.n == 2 and recordings.p is None and "2 recordings cannot give p < 0.05" in \
+        recordings.note
+    assert compare.RECIPES not in accuracy.claims  # one run a side: no claim about recipes
     # the same runs unpaired (side B resampled on other draws) spread wider than the paired differences
     import dataclasses
 
-    from spacewalk.bootstrap import grouped_draws, grouped_replicates
+    from spacewalk.results.bootstrap import grouped_draws, grouped_replicates
 
     metric_a, metric_b = weak.metrics["Accuracy"], strong.metrics["Accuracy"]
-    paired = compare._side_replicates([strong], "Accuracy", grouped_draws(metric_b.sizes, OPTIONS)) - \
-        compare._side_replicates([weak], "Accuracy", grouped_draws(metric_a.sizes, OPTIONS))
-    other = grouped_draws(metric_b.sizes, dataclasses.replace(OPTIONS, seed=1))
+    draws = grouped_draws(metric_b.sizes, OPTIONS, between=False)
+    paired = compare._side_replicates([strong], "Accuracy", draws) - \
+        compare._side_replicates([weak], "Accuracy", draws)
+    other = grouped_draws(metric_b.sizes, dataclasses.replace(OPTIONS, seed=1), between=False)
     unpaired = grouped_replicates(range(2), metric_b.resampled, other) - \
-        compare._side_replicates([weak], "Accuracy", grouped_draws(metric_a.sizes, OPTIONS))
+        compare._side_replicates([weak], "Accuracy", grouped_draws(metric_a.sizes, OPTIONS, between=False))
     assert np.std(paired) < np.std(unpaired)
 
 
-def test_groups_of_seeds_compare_their_means(step_runs):
+def test_groups_of_seeds_compare_their_means_and_answer_for_the_recipes(step_runs):
     _, runs = step_runs
     weak = [scored_run(runs["weak", s]) for s in range(3)]
     strong = [scored_run(runs["strong", s]) for s in range(3)]
     accuracy = compare.compare(weak, strong, OPTIONS)[0][0]
     assert accuracy.a == pytest.approx(np.mean([r.metrics["Accuracy"].value for r in weak]))
     assert accuracy.b == pytest.approx(np.mean([r.metrics["Accuracy"].value for r in strong]))
+    recipes = accuracy.claims[compare.RECIPES]
+    assert recipes.low <= accuracy.difference <= recipes.high and "3 and 3 seeds" in recipes.method
+    assert recipes.p is None and "2 recordings cannot give" in recipes.note
+
+
+def test_six_recordings_give_the_exact_sign_flip_p(synthetic_spacewalk18, tmp_path):
+    """A model better on every one of 6 recordings: the exact two-sided p is 2 / 2^6 = 1/32, never less, and two
+    models of the same skill get more."""
+    from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
+
+    root = synthetic_spacewalk18(n_train=1, n_val=1, n_test=6, minutes=(4, 5), steps_per_video=(3, 5),
+                                 samples_per_video=120, retrieval_samples_per_video=20, questions_per_video=2)
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root),
+            "synthetic_root": None, "seed": 0, "synthetic": {}}
+    dataset = open_spacewalk18(root)
+    scored = {}
+    for name, skill, seed in (("weak", 0.2, 0), ("strong", 3.0, 1), ("same", 0.2, 2)):
+        run = write_config(tmp_path / name, "step_recognition", data, split="test", seed=seed)
+        evaluate_step_recognition(dataset, Noisy(skill, seed), "test", run, plots=False, bootstrap=OPTIONS)
+        scored[name] = scored_run(run)
+    accuracy = compare.compare([scored["weak"]], [scored["strong"]], OPTIONS)[0][0]
+    recordings = accuracy.claims[compare.NEW_RECORDINGS]
+    assert recordings.n == 6 and recordings.p == pytest.approx(1 / 32) and recordings.low > 0
+    assert recordings.detectable is not None and recordings.note is None
+    noise = compare.compare([scored["weak"]], [scored["same"]], OPTIONS)[0][0].claims[compare.NEW_RECORDINGS]
+    assert noise.p > 1 / 32 and noise.low < 0 < noise.high
 
 
 def test_the_command_on_a_sweep_with_filters_prints_and_writes_json(step_runs, tmp_path, capsys):
@@ -122,11 +165,15 @@ def test_the_command_on_a_sweep_with_filters_prints_and_writes_json(step_runs, t
                          "model=strong", "--resamples", "200", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "A: 3 runs (weak seed 0; weak seed 1; weak seed 2)" in printed
-    assert "Accuracy" in printed and "95% CI" in printed
+    assert "these runs, these recordings: would the difference stay on other samples" in printed
+    assert "recipes: is recipe B better than recipe A" in printed and "95% CI" in printed
+    assert "2 recordings cannot give p < 0.05" in printed and "This split detects" in printed
     result = json.loads(out.read_text())
     assert len(result["a"]) == len(result["b"]) == 3
     assert set(result["differences"]) == {"Accuracy", "mAP", "IoU"}
-    assert 0 < result["differences"]["Accuracy"]["p_value"] <= 1
+    claims = result["differences"]["Accuracy"]["claims"]
+    assert set(claims) == {compare.THESE_RECORDINGS, compare.NEW_RECORDINGS, compare.RECIPES}
+    assert 0 < claims[compare.THESE_RECORDINGS]["p"] <= 1 and claims[compare.NEW_RECORDINGS]["p"] is None
 
 
 def test_runs_on_another_split_are_refused_naming_it(step_runs, synthetic_spacewalk18, tmp_path, capsys):
@@ -188,7 +235,8 @@ def test_rescore_reproduces_egoschema_and_compares_two_seeds(synthetic_egoschema
         "accuracy"]}
     (d,) = compare.compare([scored_run(a)], [scored_run(b)], OPTIONS)[0]
     assert d.unit == "questions" and d.n == 20  # the answered questions
-    assert d.low <= d.difference <= d.high
+    questions = d.claims[compare.NEW_UNITS]  # the flat bootstrap: other questions like these
+    assert set(d.claims) == {compare.NEW_UNITS} and questions.low <= d.difference <= questions.high
 
 
 def test_rescore_reproduces_egocross_closeqa_per_domain(synthetic_egocross_root, tmp_path):
@@ -264,7 +312,7 @@ def test_rescore_reproduces_hirest_segmentation(synthetic_hirest, tmp_path):
     assert "val/moment_segmentation/recall/0.5" in rescored
     assert rescored == recorded_metrics(run)
     (d, *_), _ = compare.compare([scored_run(run)], [scored_run(run)], OPTIONS)
-    assert d.difference == 0 and d.p_value == 1.0
+    assert d.difference == 0 and d.claims[compare.NEW_UNITS].p == 1.0
 
 
 def test_rescore_reproduces_hirest_moment_retrieval(synthetic_hirest, tmp_path):
@@ -328,6 +376,7 @@ def test_decoded_predictions_compare_with_their_run(step_runs, tmp_path):
     assert smooth.label == "weak seed 0 decoded smooth"
     accuracy = compare.compare([raw], [smooth], OPTIONS)[0][0]
     assert accuracy.difference == pytest.approx(smooth.metrics["Accuracy"].value - raw.metrics["Accuracy"].value)
+    assert not compare.paired_by_run([raw], [smooth])  # one run a side: nothing to pair by seed
 
 
 def test_rescore_reproduces_egocross_openqa_from_its_recorded_judgements(synthetic_egocross_root, tmp_path):
@@ -354,7 +403,8 @@ def test_a_retest_is_read_with_its_trained_runs_config(tmp_path):
     # evaluate.py ckpt_path=<run>/checkpoints/X.ckpt (a decoding) writes no resolved config of its own: its trained
     # run's is the one it ran with, for the re-test and for the predictions it decoded
     from spacewalk.core.errors import DataError
-    from spacewalk.rescore import RUN_CONFIG, find_config
+    from spacewalk.results.layout import RUN_CONFIG
+    from spacewalk.results.rescore import find_config
 
     trained = tmp_path / "trained"
     (trained / "checkpoints").mkdir(parents=True)
@@ -368,3 +418,41 @@ def test_a_retest_is_read_with_its_trained_runs_config(tmp_path):
     (trained / RUN_CONFIG).unlink()  # its trained run gone: not a run that can be re-scored, said so
     with pytest.raises(DataError, match="no config.resolved.yaml"):
         find_config(retest)
+
+
+def test_power_names_the_smallest_difference_each_claim_detects(step_runs, synthetic_spacewalk18, tmp_path, capsys):
+    """python -m spacewalk.power: none over 2 recordings; over 6, the sign-flip test's own figure from the pairs'
+    per-recording spread; on these recordings, from the paired bootstrap's standard error."""
+    from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
+    from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
+    from spacewalk.results import power
+    from spacewalk.results.statistics import detectable_over_recordings
+
+    _, runs = step_runs
+    two = power.detectable([scored_run(runs["weak", s]) for s in range(3)], OPTIONS)
+    by_claim = {(d.metric, d.claim): d for d in two}
+    assert by_claim["Accuracy", compare.NEW_RECORDINGS].smallest is None
+    assert "2 recordings cannot give p < 0.05" in by_claim["Accuracy", compare.NEW_RECORDINGS].note
+    assert by_claim["Accuracy", compare.THESE_RECORDINGS].smallest > 0
+    assert ("IoU", compare.THESE_RECORDINGS) not in by_claim  # IoU's samples are not drawn again
+
+    root = synthetic_spacewalk18(n_train=1, n_val=1, n_test=6, minutes=(4, 5), steps_per_video=(3, 5),
+                                 samples_per_video=120, retrieval_samples_per_video=20, questions_per_video=2)
+    data = {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root),
+            "synthetic_root": None, "seed": 0, "synthetic": {}}
+    dataset = open_spacewalk18(root)
+    paths = []
+    for seed in range(2):
+        run = write_config(tmp_path / f"r{seed}", "step_recognition", data, split="test", seed=seed)
+        evaluate_step_recognition(dataset, Noisy(1.0, seed), "test", run, plots=False, bootstrap=OPTIONS)
+        paths.append(run)
+    scored = [scored_run(p) for p in paths]
+    six = {(d.metric, d.claim): d for d in power.detectable(scored, OPTIONS)}
+    accuracy = six["Accuracy", compare.NEW_RECORDINGS]
+    values = compare._values(scored, "Accuracy")
+    assert accuracy.n == 6 and accuracy.sd == pytest.approx(np.std(values[1] - values[0], ddof=1))
+    assert accuracy.smallest == pytest.approx(detectable_over_recordings(accuracy.sd, 6))
+    assert power.main([str(p) for p in paths]) == 0
+    printed = capsys.readouterr().out
+    assert "1 pair gives the spread of a paired difference" in printed and "6 recordings" in printed
+    assert f">= {accuracy.smallest:.2f} points" in printed

@@ -1,7 +1,7 @@
 """python -m spacewalk.report's multiple-choice layout (one column per number, `columns: [metric]`) and its tables of
-paired comparisons (spacewalk/comparison_tables.py). The runs are written in-process by the project's own writers
-(the multiple-choice runner, evaluate_step_recognition) beside the .hydra/ files the tables read, so --check and the
-comparisons re-score real recorded predictions; no end-to-end command runs here."""
+paired comparisons (spacewalk/results/report/comparisons.py). The runs are written in-process by the project's own
+writers (the multiple-choice runner, evaluate_step_recognition) beside the .hydra/ files the tables read, so --check and
+the comparisons re-score real recorded predictions; no end-to-end command runs here."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.errors import ConfigError
-from spacewalk.report import build_report, load_specs, main
-from spacewalk.run_dirs import find_runs
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.report.command import build_report, main
+from spacewalk.results.report.spec import load_specs
+from spacewalk.results.runs import find_runs
 
 from helpers.run_dir_fakes import Noisy, write_run
 
@@ -104,12 +105,16 @@ def test_multiple_choice_runs_make_one_column_per_number(qa_runs, tmp_path):
     assert rows["random (paper)"] == ["25.00", "-"]
     assert [label for label, _, _ in val.layout()] == ["mc_plan, options"]
 
-    from spacewalk.report import table_markdown
+    from spacewalk.results.report.render import table_markdown
 
     text = table_markdown(test)
     assert f"| random (paper) (quoted) | 25.00 | - |\n| random | {rows['random'][0]} | {rows['random'][1]} |" in text
-    assert sum(line.startswith("- ") for line in text.splitlines()) == 3  # one command per row, not per cell
-    assert "`python evaluate.py data=spacewalk18_qa model=mc_plan model.steps=recording`" in text
+    # one block, one command per row (not per cell); the two rows that differ in the model are one multirun
+    block = text.split("```bash\n")[1].split("```")[0].splitlines()
+    assert block == ["# random; options only (seed 0; commit not recorded)",
+                     "python evaluate.py -m data=spacewalk18_qa model=random,mc_plan",
+                     "# mc_plan, recording (seed 0; commit not recorded)",
+                     "python evaluate.py data=spacewalk18_qa model=mc_plan model.steps=recording"]
 
 
 def test_a_drifted_multiple_choice_number_is_named_by_verify_and_check(qa_runs, tmp_path, capsys):
@@ -162,7 +167,7 @@ def test_find_runs_takes_a_folder_of_runs_at_any_depth(tmp_path):
     ({"quoted": [{"label": "x", "after": "a", "before": "b"}]}, "optionally after or before"),
 ])
 def test_a_bad_layout_is_refused_naming_the_key(values, message):
-    from spacewalk.report import TableSpec
+    from spacewalk.results.report.spec import TableSpec
 
     with pytest.raises(ConfigError, match=message):
         TableSpec.from_mapping(values, "spec.yaml: table 0")
@@ -210,29 +215,30 @@ COMPARISONS = """
 
 
 def test_a_comparison_table_gives_compares_numbers_and_names_what_it_left_out(step_sweep, tmp_path):
-    from spacewalk import compare
-    from spacewalk.comparison_tables import comparison_markdown
-    from spacewalk.rescore import scored_run
+    from spacewalk.results import compare
+    from spacewalk.results.report.render import comparison_markdown
+    from spacewalk.results.rescore import scored_run
 
     spec = tmp_path / "c.yaml"
     spec.write_text(COMPARISONS)
     [table] = build_report([step_sweep], load_specs(spec))
-    assert table.header() == ["w", "metric", "`lfb_avg`", "`lfb_cat`", "`lfb_cat` - `lfb_avg`", "95 % interval", "p"]
-    # the same numbers as python -m spacewalk.compare --a (the three lfb_avg seeds) --b (the three lfb_cat seeds)
+    assert table.header() == ["w", "metric", "`lfb_avg`", "`lfb_cat`", "`lfb_cat` - `lfb_avg`", "95 % interval", "p",
+                              "detects", "claim"]
+    # the same numbers as python -m spacewalk.compare --a (the three lfb_avg seeds) --b (the three lfb_cat seeds):
+    # the recipes' claim (three seeds a side), whose p two recordings cannot give
     differences, _ = compare.compare([scored_run(step_sweep / str(j)) for j in (0, 1, 2)],
                                      [scored_run(step_sweep / str(j)) for j in (3, 4, 5)], OPTIONS)
-    want = [["5 min", d.name, f"{d.a:.2f}", f"{d.b:.2f}", f"{d.difference:+.2f}", f"[{d.low:+.2f}, {d.high:+.2f}]",
-             f"{d.p_value:.3f}"] for d in differences]
+    want = [["5 min", d.name, f"{d.a:.2f}", f"{d.b:.2f}", f"{d.difference:+.2f}",
+             f"[{c.low:+.2f}, {c.high:+.2f}]", "none (2 recordings)", "-", "recipes"]
+            for d in differences for c in [d.claims[compare.RECIPES]]]
     assert table.rows() == want and [r[1] for r in want] == ["Accuracy", "mAP", "IoU"]
     assert float(want[0][4]) > 0  # the stronger scores are found stronger
-    from spacewalk.comparison_tables import _p_text
-
-    assert (_p_text(1 / 1001), _p_text(0.0123), _p_text(1 / 10001)) == ("0.001", "0.012", "1.0e-04")
+    assert (compare.p_text(1 / 1001), compare.p_text(0.0123), compare.p_text(1 / 10001)) == (
+        "0.001", "0.012", "1.0e-04")
     text = comparison_markdown(table)
     sides = [" ".join(str(step_sweep / str(j)) for j in js) for js in ((0, 1, 2), (3, 4, 5))]
-    assert f"- 5 min: `python -m spacewalk.compare --a {sides[0]} --b {sides[1]} --resamples 200`" in text
-    assert ("  - A (seeds 0, 1, 2; commit 0123456789ab): `python train.py -m model=lfb_avg context=5min "
-            "seed=0,1,2`") in text
+    assert ("# 5 min: A seeds 0, 1, 2, B seeds 0, 1, 2 (commit 0123456789ab; commit 0123456789ab)\n"
+            f"python -m spacewalk.compare --a {sides[0]} --b {sides[1]} --resamples 200\n") in text
     # a comparison whose runs are not there (or not finished) is named, never a crash
     assert ("Left out, no runs yet: 1 min: no finished run for B (model=lfb_cat, context=1min); 3 min: no finished "
             "run for A (model=lfb_avg, context=3min) nor B (model=lfb_cat, context=3min)") in text
@@ -258,7 +264,8 @@ def test_verify_and_check_name_a_drifted_comparison(step_sweep, tmp_path, capsys
     doc.write_text('Text.\n\n<!-- spacewalk.report table="cat against avg" -->\n<!-- /spacewalk.report -->\n')
     assert main([str(sweep), "--spec", str(spec), "--update", str(doc)]) == 0
     made = doc.read_text()
-    assert "| w | metric | `lfb_avg` | `lfb_cat` | `lfb_cat` - `lfb_avg` | 95 % interval | p |" in made
+    assert ("| w | metric | `lfb_avg` | `lfb_cat` | `lfb_cat` - `lfb_avg` | 95 % interval | p | detects | claim |"
+            in made)
     assert main([str(sweep), "--spec", str(spec), "--verify", str(doc), "--check"]) == 0
     capsys.readouterr()
     line = next(x for x in made.splitlines() if x.startswith("| 5 min | mAP |"))
@@ -281,10 +288,10 @@ def test_verify_and_check_name_a_drifted_comparison(step_sweep, tmp_path, capsys
 def test_a_comparison_side_of_decoded_predictions(synthetic_spacewalk18, tmp_path, capsys):
     """`predictions: decoded`: what the plan decoding adds to the same run (its raw predictions against those it
     decoded, <run>/decoded/<name>/), the decoded side held against metrics.json's decoded numbers under --check."""
-    from spacewalk import compare
     from spacewalk.benchmarks.spacewalk18.evaluation import evaluate_step_recognition
     from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
-    from spacewalk.rescore import scored_run
+    from spacewalk.results import compare
+    from spacewalk.results.rescore import scored_run
 
     root = synthetic_spacewalk18()
     data = {"_target_": "spacewalk.benchmarks.spacewalk18.open.open_spacewalk18", "root": str(root),
@@ -309,8 +316,20 @@ def test_a_comparison_side_of_decoded_predictions(synthetic_spacewalk18, tmp_pat
 """)
     [table] = build_report([tmp_path / "runs"], load_specs(spec))
     differences, _ = compare.compare([scored_run(run)], [scored_run(decoded_dir)], OPTIONS)
-    assert table.rows() == [["lfb_cat", d.name, f"{d.a:.2f}", f"{d.b:.2f}", f"{d.difference:+.2f}",
-                             f"[{d.low:+.2f}, {d.high:+.2f}]", f"{d.p_value:.3f}"] for d in differences]
+    # one run a side on 2 recordings: the widest claim with a p is these recordings' samples (IoU: new recordings)
+    want = []
+    for d in differences:
+        c = d.claim((compare.THESE_RECORDINGS, compare.NEW_RECORDINGS))
+        p = compare.p_text(c.p) if c.p is not None else "none (2 recordings)"
+        detects = "-" if c.detectable is None else f">= {c.detectable:.2f}"
+        claim = "these recordings" if c.name == compare.THESE_RECORDINGS else "new recordings"
+        want.append(["lfb_cat", d.name, f"{d.a:.2f}", f"{d.b:.2f}", f"{d.difference:+.2f}",
+                     f"[{c.low:+.2f}, {c.high:+.2f}]", p, detects, claim])
+    assert [r[-1] for r in table.rows()] == ["new recordings"] * 3  # `widest` with one run a side
+    spec.write_text(spec.read_text().replace("  resamples: 200", "  resamples: 200\n  claim: samples"))
+    [samples] = build_report([tmp_path / "runs"], load_specs(spec))
+    assert samples.rows()[:2] == want[:2] and samples.rows()[2][5:] == ["-", "-", "-", "-"]  # IoU has no samples
+    spec.write_text(spec.read_text().replace("  claim: samples\n", ""))
     assert [float(r[2]) for r in table.rows()][0] == round(raw["Accuracy"], 2) and float(table.rows()[0][4]) > 0
     assert main([str(tmp_path / "runs"), "--spec", str(spec), "--check"]) == 0
     assert f"--b {decoded_dir} --resamples 200" in capsys.readouterr().out
@@ -333,13 +352,15 @@ def test_a_comparison_side_of_decoded_predictions(synthetic_spacewalk18, tmp_pat
     ({"compare": []}, "compare must be a non-empty list"),
     ({"compare": [{"label": "x", "a": {"model": "a"}}]}, r"compare\[0\] must be a mapping with label, a and b"),
     ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 2}}] * 2}, "two comparisons with one label"),
-    ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 2}}], "resamples": 0}, "resamples must be a positive"),
+    ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 2}}], "resamples": 0}, "resamples 0: a positive integer"),
+    ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 2}}], "seed": -1}, "seed -1: a non-negative integer"),
+    ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 2}}], "claim": "all"}, "claim must be one of"),
     ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 2}}], "rows": ["model"]}, r"unknown keys \['rows'\]"),
     ({"compare": [{"label": "x", "a": {"m": 1}, "b": {"m": 1, "predictions": "raw"}}]},
      "predictions must be 'decoded'"),
 ])
 def test_a_bad_comparison_spec_is_refused_naming_the_key(values, message):
-    from spacewalk.comparison_tables import ComparisonSpec
+    from spacewalk.results.report.spec import ComparisonSpec
 
     with pytest.raises(ConfigError, match=message):
         ComparisonSpec.from_mapping(values, "c.yaml: table 0")

@@ -26,6 +26,7 @@ from spacewalk.multiple_choice.backends.contrastive import ContrastiveTextBacken
 from spacewalk.multiple_choice.items import MultipleChoiceItem
 from spacewalk.multiple_choice.parsing import parse_letter, parse_number
 from spacewalk.multiple_choice.task import Backend, MultipleChoiceTask, Prompt, Reply
+from spacewalk.results.layout import METRICS_VERSION
 
 from helpers.commands import REPO, compose_evaluate
 from helpers.fakes import FakeText
@@ -131,7 +132,7 @@ def test_runner_writes_records_and_counts_unparsable_as_wrong(tmp_path):
     assert records[1].prompt == "" and len(records[1].prompt_parts) == 6  # compact: the parts by id
     audited = runner.read_run(tmp_path)
     assert audited[1].prompt.startswith(Prompt.VISUAL + "\nquestion 1?\n(A) ")
-    assert json.loads((tmp_path / runner.METRICS).read_text()) == metrics
+    assert json.loads((tmp_path / runner.METRICS).read_text()) == {"version": METRICS_VERSION, **metrics}
     assert json.loads((tmp_path / "choices.json").read_text())[:2] == [records[0].choice, None]
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
 from spacewalk.multiple_choice.records import ITEM_COLUMNS
+from spacewalk.results.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.training.experiment_loggers import logged_numbers
 from spacewalk.training.multiple_choice import log_to_wandb
 

@@ -1,6 +1,6 @@
-"""The bootstrap intervals of step recognition (spacewalk/benchmarks/spacewalk18/intervals.py) and the resampled
-official
-metrics they use (spacewalk/benchmarks/spacewalk18/scoring/official.py)."""
+"""The intervals of Spacewalk-18's headline numbers (spacewalk/benchmarks/spacewalk18/intervals.py: Student's t over
+recordings for step recognition, the stratified bootstrap for intra-video retrieval) and the resampled official
+metrics the paired comparison draws (spacewalk/benchmarks/spacewalk18/scoring/official.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from spacewalk.benchmarks.spacewalk18.data.dataset import RetrievalSample, Spacewalk18
+from spacewalk.benchmarks.spacewalk18.headlines import STEP_RECOGNITION
 from spacewalk.benchmarks.spacewalk18.intervals import retrieval_intervals, step_recognition_intervals
 from spacewalk.benchmarks.spacewalk18.scoring.official import (
     accuracy,
@@ -17,7 +18,8 @@ from spacewalk.benchmarks.spacewalk18.scoring.official import (
     retrieval_accuracy,
     step_recognition_metrics,
 )
-from spacewalk.bootstrap import BootstrapOptions
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.statistics import t_interval
 
 
 @pytest.mark.parametrize("ties", [False, True])
@@ -42,7 +44,7 @@ def test_resampled_metrics_equal_the_official_ones_on_the_resampled_rows(ties):
     assert whole[0] == pytest.approx(np.nanmean(class_average_precisions(scores, labels, range(1, k1))), abs=1e-12)
 
 
-def test_intervals_surround_the_official_numbers(synthetic_spacewalk18):
+def test_intervals_are_students_t_over_the_official_per_recording_numbers(synthetic_spacewalk18):
     root = synthetic_spacewalk18(n_train=1, n_val=1, n_test=3, minutes=(4, 5), steps_per_video=(3, 5),
                                  samples_per_video=300, retrieval_samples_per_video=20, questions_per_video=2)
     dataset = Spacewalk18(root)
@@ -53,20 +55,25 @@ def test_intervals_surround_the_official_numbers(synthetic_spacewalk18):
         scores[v][np.arange(len(s)), [x.label for x in s]] += 0.5
     predictions = {v: s.argmax(axis=1) for v, s in scores.items()}
     metrics = step_recognition_metrics(dataset.recordings, samples, predictions, scores)
-    options = BootstrapOptions(n_resamples=200)
-    intervals = step_recognition_intervals(dataset.recordings, samples, predictions, scores, metrics, options)
-    assert set(intervals) == {"Accuracy", "mAP", "IoU"}
+    intervals = step_recognition_intervals(metrics, BootstrapOptions(n_resamples=200))
+    assert set(intervals) == {h.name for h in STEP_RECOGNITION} == {"Accuracy", "mAP", "IoU"}
     for name, interval in intervals.items():
+        values = [metrics["per_video"][v][name] for v in samples]
+        made = t_interval(values, 0.95, bounds=(0.0, 100.0))
         assert interval["estimate"] == metrics[name]  # the official number, exactly
+        assert (interval["low"], interval["high"]) == (made.low, made.high), name
         assert interval["low"] <= metrics[name] <= interval["high"], name
-        assert interval["n"] == 3 and interval["n_resamples"] == 200 and interval["seed"] == 0
+        assert interval["n"] == 3 and interval["values"] == "per_video" and interval["method"].startswith(
+            "Student's t")
     assert intervals["Accuracy"]["unit"] == intervals["mAP"]["unit"] == "recordings, then samples within them"
-    assert intervals["IoU"]["unit"].startswith("recordings (IoU")
-    assert step_recognition_intervals(dataset.recordings, samples, predictions, scores, metrics, options) == \
-        intervals
-    without_scores = step_recognition_intervals(dataset.recordings, samples, predictions, None,
-                                                {**metrics, "mAP": None}, options)
+    assert intervals["IoU"]["unit"] == "recordings"
+    without_scores = step_recognition_intervals({**metrics, "mAP": None}, BootstrapOptions(n_resamples=200))
     assert set(without_scores) == {"Accuracy", "IoU"}
+    # one recording: no interval over recordings
+    one = next(iter(samples))
+    single = step_recognition_metrics(dataset.recordings, {one: samples[one]}, {one: predictions[one]},
+                                      {one: scores[one]})
+    assert step_recognition_intervals(single, BootstrapOptions())["Accuracy"]["low"] is None
 
 
 def test_retrieval_intervals_resample_the_samples_within_each_recording():

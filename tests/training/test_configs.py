@@ -102,7 +102,7 @@ def test_optuna_search_composes():
 
 
 def test_both_entry_points_carry_the_interval_settings():
-    from spacewalk.bootstrap import BootstrapOptions
+    from spacewalk.results.bootstrap import BootstrapOptions
     from spacewalk.training.run_directory import bootstrap_options
 
     for compose in (compose_train, compose_evaluate):

@@ -16,9 +16,9 @@ from spacewalk.benchmarks.egocross.task import open_egocross
 from spacewalk.benchmarks.egoschema.synthetic import Options as EgoSchemaOptions
 from spacewalk.benchmarks.egoschema.synthetic import generate_egoschema
 from spacewalk.benchmarks.egoschema.task import open_egoschema
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import RandomBackend, ScriptedBackend
+from spacewalk.results.bootstrap import BootstrapOptions
 from spacewalk.score import main as score_main
 
 from helpers.commands import run_command

@@ -10,7 +10,7 @@ import pytest
 from spacewalk import score
 from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
-from spacewalk.rescore import recorded_metrics, rescore_run
+from spacewalk.results.rescore import recorded_metrics, rescore_run
 
 from helpers.commands import run_command
 
@@ -62,12 +62,12 @@ def test_evaluate_generates_data_scores_and_writes_artefacts(tmp_path, capsys):
     assert intervals[0] == intervals[1] and intervals[0]["Accuracy"]["low"] < intervals[0]["Accuracy"]["high"]
     assert not (tmp_path / "r1/timelines").exists()
 
-    # each run re-scores to its metrics.json from its predictions and resolved config (spacewalk/rescore.py), and
-    # the paired comparison of the two runs of one command finds no difference; against another model it finds one
+    # each run re-scores to its metrics.json from its predictions and resolved config (spacewalk/results/rescore.py),
+    # and the paired comparison of the two runs of one command finds no difference; against another model it finds one
     for run in (out, tmp_path / "r1"):
         assert rescore_run(run) == recorded_metrics(run)
     same = run_command("-m", "spacewalk.compare", tmp_path / "r1", tmp_path / "r2")
-    assert "+0.00  [+0.00, +0.00]  1.000" in same.stdout
+    assert "Accuracy  [+0.00, +0.00]  1.000" in same.stdout  # these recordings: no difference on any draw
     other = run_command("-m", "spacewalk.compare", tmp_path / "r1", out, "--json", tmp_path / "cmp.json")
     differences = json.loads((tmp_path / "cmp.json").read_text())["differences"]
     assert differences["Accuracy"]["difference"] == pytest.approx(metrics["Accuracy"] - json.loads(

@@ -54,8 +54,8 @@ def test_heuristic_segmentation_scores_officially(tmp_path):
     assert m["split"] == "val" and 0 <= seg["recall"]["0.5"] <= 100 and 0 <= seg["precision"]["0.7"] <= 100
     predictions = json.loads((run_dir / "predictions_moment_segmentation.json").read_text())
     assert all(set(v) == {"bounds"} and all(len(b) == 2 for b in v["bounds"]) for v in predictions.values())
-    # the run re-scores to its metrics.json from its prediction file and resolved config (spacewalk/rescore.py)
-    from spacewalk.rescore import recorded_metrics, rescore_run
+    # the run re-scores to its metrics.json from its prediction file and resolved config (spacewalk/results/rescore.py)
+    from spacewalk.results.rescore import recorded_metrics, rescore_run
 
     assert rescore_run(run_dir) == recorded_metrics(run_dir) and "val/moment_segmentation/recall/0.5" in \
         rescore_run(run_dir)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
+from spacewalk.results.bootstrap import BootstrapOptions
 
 from helpers.commands import REPO, run_command
 from helpers.synthetic_presets import QA_TWO_TESTS, overrides

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.benchmarks.registry import (
+    QUESTIONS,
     Benchmark,
+    Headline,
     LmmsEvalTask,
     Release,
     ScoreCommand,
@@ -171,6 +173,12 @@ BENCHMARK = Benchmark(
     scores=(ScoreCommand("egocross", "EgoCross: CloseQA accuracy, OpenQA with an LLM judge", arguments, score,
                          description=__doc__),),
     rescore=rescore,
+    # the headline numbers (spacewalk.benchmarks.registry.Headline) of each form of the questions (`data.qa`)
+    headlines={qa: (Headline("accuracy", QUESTIONS, f"the share of questions answered right ({how})"),
+                    Headline("per_domain/*", QUESTIONS, "the same over each domain's questions"))
+               for qa, how in (("closeqa", "the chosen option, the authors' parsing"),
+                               ("openqa", "the free answer, judged by the substring rule or the LLM judge"))},
+    task_of=lambda config: str((config.get("data") or {}).get("qa", "closeqa")),
     lmms_eval=(LmmsEvalTask("egocross_closeqa", "spacewalk.benchmarks.egocross.task.open_egocross", {"qa": "closeqa"},
                             limit="limit", metrics={"accuracy": True, "unparsable": False}, data_config="egocross",
                             notes=_CLOSEQA_NOTES),),

@@ -1,4 +1,4 @@
-"""EgoCross runs re-scored from what they recorded (spacewalk/rescore.py; `Benchmark.rescore` of
+"""EgoCross runs re-scored from what they recorded (spacewalk/results/rescore.py; `Benchmark.rescore` of
 spacewalk/benchmarks/egocross/benchmark.py), with the questions as units, overall and per domain:
 
 - CloseQA: records.jsonl, the task's own metrics (the authors' parsing, recorded as each record's choice);
@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from spacewalk.benchmarks.registry import QUESTIONS
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import load_json
 from spacewalk.multiple_choice.records import item_records
-from spacewalk.rescore import METRICS, ScoredRun, data_arguments, digest, flat_metric, model_label
-
-QUESTIONS = "questions"
+from spacewalk.results.layout import METRICS, read_metrics
+from spacewalk.results.rescore import ScoredRun, data_arguments, digest, flat_metric, model_label
 
 
 def _metrics(official: dict[str, Any], questions, correct) -> dict:
@@ -52,7 +52,7 @@ def _openqa(run_dir: Path, task, items) -> tuple[dict[str, Any], list, list[bool
         judgements.append(openqa.Judgement(entry.get("prediction"), float(entry["score"]), str(entry.get("source")),
                                            entry.get("judge_prompt"), entry.get("judge_reply")))
     questions = [task._by_id[item.id] for item in answered]
-    judge = (load_json(run_dir / METRICS).get("judge") if (run_dir / METRICS).is_file() else None) or "given"
+    judge = (read_metrics(run_dir / METRICS).get("judge") if (run_dir / METRICS).exists() else None) or "given"
     return openqa_metrics(questions, judgements, judge), questions, [j.correct for j in judgements]
 
 

@@ -17,12 +17,12 @@ from spacewalk.benchmarks.egocross.dataset import EgoCross, Question
 from spacewalk.benchmarks.egocross.scoring import grouped_accuracy
 from spacewalk.benchmarks.egocross.synthetic import ANSWERS_FILE, ensure_egocross
 from spacewalk.benchmarks.release_or_synthetic import dataset_root
-from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_json
 from spacewalk.multiple_choice.generation import AnswerLimits, limited, settings
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.task import Prompt, Record
+from spacewalk.results.bootstrap import BootstrapOptions, accuracy_intervals
 
 PREDICTIONS_FILE = "egocross_closeqa_replies.json"
 OPENQA_REPLIES_FILE = "egocross_openqa_replies.json"
@@ -44,7 +44,7 @@ def score_closeqa(questions: Sequence[Question], replies: Mapping[int, str]) -> 
 
 def domain_intervals(questions: Sequence[Question], correct: Sequence[bool], options: BootstrapOptions,
                      metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """metrics.json's "intervals": accuracy over the questions, overall and per domain (spacewalk/bootstrap.py),
+    """metrics.json's "intervals": accuracy over the questions, overall and per domain (spacewalk/results/bootstrap.py),
     beside `metrics` (grouped_accuracy's: the estimates)."""
     estimates = {"accuracy": metrics["accuracy"],
                  "per_domain": {d: m["accuracy"] for d, m in metrics.get("per_domain", {}).items()}}
@@ -126,7 +126,7 @@ class EgoCrossCloseQATask:
     def correctness(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
                     ) -> tuple[list[Question], list[bool]]:
         """The answered questions in item order and whether each reply names the answer: the units of the
-        intervals and of a paired comparison (spacewalk/rescore.py)."""
+        intervals and of a paired comparison (spacewalk/results/rescore.py)."""
         by_record = {r.item_id: r for r in records}
         questions = [self._by_id[item.id] for item in items if item.answer is not None]
         return questions, [by_record[str(q.id)].choice == q.answer_index for q in questions]

@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from spacewalk.benchmarks.registry import Benchmark, Release, ScoreCommand, UsageError, pinned
+from spacewalk.benchmarks.registry import QUESTIONS, Benchmark, Headline, Release, ScoreCommand, UsageError, pinned
 
 # the head of 2024-12-30 ("connection to ego4d"). questions.json (the 5031 questions) has no hash: no copy of
 # it was at hand offline (the project's test data holds its first 20 questions only).
@@ -79,4 +79,8 @@ BENCHMARK = Benchmark(
     scores=(ScoreCommand("egoschema", "EgoSchema: the 500-question subset's accuracy", arguments, score,
                          description=__doc__),),
     rescore=rescore,
+    # the headline number (spacewalk.benchmarks.registry.Headline); every EgoSchema run is its one task
+    headlines={"egoschema": (Headline("accuracy", QUESTIONS, "the share of the questions with a known answer whose "
+                                      "chosen option is it (lmms-eval's parsing of the reply)"),)},
+    task_of=lambda config: "egoschema",
 )

@@ -1,4 +1,4 @@
-"""EgoSchema runs re-scored from their records.jsonl (spacewalk/rescore.py; `Benchmark.rescore` of
+"""EgoSchema runs re-scored from their records.jsonl (spacewalk/results/rescore.py; `Benchmark.rescore` of
 spacewalk/benchmarks/egoschema/benchmark.py): the task's own metrics (lmms-eval's parsing, recorded as each record's
 choice; accuracy over the questions with a known answer), with the questions as units."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from spacewalk.benchmarks.registry import QUESTIONS
 from spacewalk.multiple_choice.records import item_records
-from spacewalk.rescore import ScoredRun, data_arguments, digest, flat_metric, model_label
+from spacewalk.results.rescore import ScoredRun, data_arguments, digest, flat_metric, model_label
 
 
 def rescore(run_dir: Path, config: dict[str, Any]) -> ScoredRun:
@@ -25,5 +26,5 @@ def rescore(run_dir: Path, config: dict[str, Any]) -> ScoredRun:
                 "items": digest([[i.id, i.answer, list(i.options)] for i in items]),
                 "items_summary": f"{len(items)} questions, {len(answered)} with a known answer"}
     return ScoredRun(run_dir, "egoschema", identity,
-                     {"accuracy": flat_metric(official["accuracy"], ids, correct, "questions", ("accuracy",))},
+                     {"accuracy": flat_metric(official["accuracy"], ids, correct, QUESTIONS, ("accuracy",))},
                      model_label(config, run_dir))

@@ -21,13 +21,14 @@ UNPARSABLE = -1
 CSV_HEADER = ("q_uid", "answer")
 
 
-def accuracy(choices: Mapping[str, int | None], answers: Mapping[str, int]) -> dict[str, float | int]:
+def accuracy(choices: Mapping[str, int | None], answers: Mapping[str, int]) -> dict[str, float | int | None]:
     """Accuracy (percent) over the questions of `answers`; a missing or None choice counts as wrong and as
-    unparsable."""
+    unparsable. With no question of known answer (the full split's items outside the public 500) the accuracy is
+    None, not 0: no number was measured, and a 0 would be averaged as one by whatever reads metrics.json."""
     correct = sum(1 for q_uid, answer in answers.items() if choices.get(q_uid) == answer)
     unparsable = sum(1 for q_uid in answers if choices.get(q_uid) is None)
     total = len(answers)
-    return {"accuracy": 100.0 * correct / total if total else 0.0, "correct": correct, "total": total,
+    return {"accuracy": 100.0 * correct / total if total else None, "correct": correct, "total": total,
             "unparsable": unparsable}
 
 

@@ -17,11 +17,11 @@ from spacewalk.benchmarks.egoschema import prompts, scoring
 from spacewalk.benchmarks.egoschema.dataset import EgoSchema
 from spacewalk.benchmarks.egoschema.synthetic import ensure_egoschema
 from spacewalk.benchmarks.release_or_synthetic import dataset_root
-from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.task import Prompt, Record
+from spacewalk.results.bootstrap import BootstrapOptions, accuracy_intervals
 
 SPLITS = ("subset", "full")
 SUBMISSION_JSON = "submission.json"
@@ -78,14 +78,17 @@ class EgoSchemaTask:
     def correctness(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
                     ) -> tuple[list[str], list[bool]]:
         """The questions with a known answer (those `metrics` counts), in item order: ids and correctness, the
-        units of the intervals and of a paired comparison (spacewalk/rescore.py)."""
+        units of the intervals and of a paired comparison (spacewalk/results/rescore.py)."""
         choices = {r.item_id: r.choice for r in records}
         answered = [item for item in items if item.answer is not None]
         return [item.id for item in answered], [choices.get(item.id) == item.answer for item in answered]
 
     def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
                   options: BootstrapOptions) -> dict[str, Any]:
-        """The accuracy's interval over the questions with a known answer (those `metrics` counts)."""
+        """The accuracy's interval over the questions with a known answer (those `metrics` counts); none when no
+        question has one (the accuracy is then None)."""
+        if metrics["accuracy"] is None:
+            return {}
         return accuracy_intervals(self.correctness(items, records)[1], options,
                                   estimates={"accuracy": metrics["accuracy"]})
 

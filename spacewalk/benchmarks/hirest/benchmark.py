@@ -19,7 +19,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from spacewalk.benchmarks.registry import Benchmark, Release, ScoreCommand, ScoringFailed, UsageError, pinned
+from spacewalk.benchmarks.registry import (
+    QUERIES,
+    Benchmark,
+    Headline,
+    Release,
+    ScoreCommand,
+    ScoringFailed,
+    UsageError,
+    pinned,
+)
 from spacewalk.core.errors import DataError
 
 TASKS = ("video_retrieval", "moment_retrieval", "moment_segmentation", "step_captioning")
@@ -145,4 +154,13 @@ BENCHMARK = Benchmark(
     scores=(ScoreCommand("hirest", "HiREST: video and moment retrieval, moment segmentation, step captioning",
                          arguments, score, description=__doc__),),
     rescore=rescore,
+    # the headline numbers (spacewalk.benchmarks.registry.Headline), each named `<split>/<task>/<number>`
+    headlines={"hirest": (
+        Headline("*/video_retrieval/*", QUERIES, "recall at k of the query's video among the ranked videos"),
+        Headline("*/moment_retrieval/*", "queries (each clippable (query, video) pair)",
+                 "the share of moments found at temporal IoU >= t"),
+        Headline("*/moment_segmentation/*", "videos (each video's moment: the segmentation's query)",
+                 "recall and precision of the step boundaries at temporal IoU >= t"),
+    )},
+    task_of=lambda config: "hirest",
 )

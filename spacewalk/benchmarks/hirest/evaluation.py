@@ -16,9 +16,9 @@ from typing import Any
 
 from spacewalk.benchmarks.hirest.dataset import CATEGORIES_FILE, MOMENT_GT_FILES, SPLIT_FILE, HiREST
 from spacewalk.benchmarks.hirest.predictions import write_task_predictions
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.errors import ConfigError
-from spacewalk.core.io import write_json
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.layout import write_metrics
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def evaluate_hirest_baselines(dataset: HiREST, baselines: dict[str, Any], split:
         path = write_task_predictions(out_dir, task, predictions)
         results[task] = score(dataset, task, split, path, bootstrap)
         log.info("%s (%s, all categories): %s", task, split, overall_summary(results[task]))
-    write_json(out_dir / "metrics.json", {"split": split, **results})
+    write_metrics(out_dir, {"split": split, **results})
     log.info("outputs: %s", out_dir)
     return results
 

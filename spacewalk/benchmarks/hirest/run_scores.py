@@ -1,4 +1,4 @@
-"""HiREST runs re-scored from their official prediction files (spacewalk/rescore.py; `Benchmark.rescore` of
+"""HiREST runs re-scored from their official prediction files (spacewalk/results/rescore.py; `Benchmark.rescore` of
 spacewalk/benchmarks/hirest/benchmark.py): the task-specific baselines' run (evaluate.py, `predictions_<task>.json` in
 the
 run directory, metrics.json {"split": s, task: ...}) and the joint model's (train.py, `<run>/val/` and
@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from spacewalk.bootstrap import _numbers
 from spacewalk.core.errors import DataError
-from spacewalk.core.io import load_json
-from spacewalk.rescore import METRICS, ScoredMetric, ScoredRun, data_arguments, model_label, summary_metric
+from spacewalk.results.bootstrap import _numbers
+from spacewalk.results.layout import METRICS, read_metrics
+from spacewalk.results.rescore import ScoredMetric, ScoredRun, data_arguments, model_label, summary_metric
 
 TASKS = ("video_retrieval", "moment_retrieval", "moment_segmentation")
 
@@ -57,9 +57,9 @@ def rescore(run_dir: Path, config: dict[str, Any]) -> ScoredRun:
     dataset = open_hirest(**{k: v for k, v in data_arguments(config).items()
                              if k in ("root", "synthetic_root", "seed", "synthetic")})
     path = run_dir / METRICS
-    if not path.is_file():
+    if not path.exists():
         raise DataError("the run has no metrics.json (which tasks and splits it scored)", file=path)
-    recorded = load_json(path)
+    recorded = read_metrics(path)
     metrics: dict[str, ScoredMetric] = {}
     if isinstance(recorded.get("split"), str):  # the baselines: one split, files in the run directory
         split = recorded["split"]

@@ -55,9 +55,9 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.benchmarks.hirest.dataset import DURATION_SLACK, Categories
-from spacewalk.bootstrap import BootstrapOptions, summary_intervals
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import load_json
+from spacewalk.results.bootstrap import BootstrapOptions, summary_intervals
 
 RETRIEVAL_KS = (1, 5, 10, 50)
 IOU_THRESHOLDS = (0.5, 0.7)
@@ -248,7 +248,8 @@ def _sorted_categories(values: Iterable[str]) -> list[str]:
 def _by_category(items: Sequence[tuple[str, Any]], summarise: Callable[[list], dict[str, Any]],
                  bootstrap: BootstrapOptions | None = None, unit: str = "queries") -> dict[str, Any]:
     """`{"all": summary of every item, "per_category": {category: summary of its items}}`, items in order;
-    with `bootstrap`, `"intervals"`: the interval of each overall number over the items (spacewalk/bootstrap.py)."""
+    with `bootstrap`, `"intervals"`: the interval of each overall number over the items
+    (spacewalk/results/bootstrap.py)."""
     per_category = {}
     for category in _sorted_categories(c for c, _ in items):
         per_category[category] = summarise([x for c, x in items if c == category])

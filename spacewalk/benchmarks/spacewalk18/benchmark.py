@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from spacewalk.benchmarks.registry import Benchmark, LmmsEvalTask, Release, ScoreCommand, UsageError, pinned
+from spacewalk.benchmarks.spacewalk18.headlines import HEADLINES, task_of
 from spacewalk.core.errors import DataError
 
 TASKS = ("step_recognition", "question_answering", "intra_video_retrieval")
@@ -180,6 +181,8 @@ BENCHMARK = Benchmark(
     scores=(ScoreCommand("spacewalk18", "Spacewalk-18: step recognition, video QA, intra-video retrieval",
                          arguments, score, default=True, description=__doc__),),
     rescore=rescore,
+    headlines=HEADLINES,
+    task_of=task_of,
     lmms_eval=(
         LmmsEvalTask("spacewalk18_qa",
                      "spacewalk.benchmarks.spacewalk18.questions.question_answering.question_answering_task",

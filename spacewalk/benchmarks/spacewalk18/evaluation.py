@@ -14,34 +14,42 @@ import numpy as np
 from tqdm import tqdm
 
 from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
+from spacewalk.benchmarks.spacewalk18.headlines import STEP_RECOGNITION
 from spacewalk.benchmarks.spacewalk18.intervals import step_recognition_intervals
 from spacewalk.benchmarks.spacewalk18.pictures.timeline import plot_timeline
 from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_step_predictions
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.errors import ConfigError
-from spacewalk.core.io import write_json
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.layout import PREDICTIONS, write_metrics
 
 log = logging.getLogger(__name__)
 
 
 def format_table(metrics: dict) -> str:
+    """The end-of-run table: each headline number (headlines.STEP_RECOGNITION) per recording, their mean, and the
+    interval of metrics.json's "intervals"."""
+    names = [h.name for h in STEP_RECOGNITION]
+
     def cell(value):
         return "-" if value is None else f"{value:.2f}"
 
-    rows = [f"{'video':<10} {'Accuracy':>9} {'mAP':>7} {'IoU':>7}"]
+    def row(label: str, cells: list[str]) -> str:
+        return f"{label:<10} " + " ".join(f"{c:>{max(9, len(n) + 2)}}" for c, n in zip(cells, names, strict=True))
+
+    rows = [row("video", names)]
     for video_id, m in metrics["per_video"].items():
-        rows.append(f"{video_id:<10} {cell(m['Accuracy']):>9} {cell(m['mAP']):>7} {cell(m['IoU']):>7}")
-    rows.append(f"{'mean':<10} {cell(metrics['Accuracy']):>9} {cell(metrics['mAP']):>7} {cell(metrics['IoU']):>7}")
+        rows.append(row(video_id, [cell(m.get(n)) for n in names]))
+    rows.append(row("mean", [cell(metrics.get(n)) for n in names]))
     intervals = metrics.get("intervals")
     if intervals:
         def bounds(name):
             i = intervals.get(name)
             return "-" if i is None or i["low"] is None else f"{i['low']:.2f}-{i['high']:.2f}"
 
-        level = next(iter(intervals.values()))["level"]
-        rows.append(f"{f'{level:.0%} CI':<10} {bounds('Accuracy'):>9} {bounds('mAP'):>7} {bounds('IoU'):>7}"
-                    "   (bootstrap over recordings, then samples; IoU over recordings: metrics.json \"intervals\")")
+        first = next(iter(intervals.values()))
+        rows.append(row(f"{first['level']:.0%} CI", [bounds(n) for n in names])
+                    + f"   (Student's t over the {first['n']} recordings: metrics.json \"intervals\")")
     return "\n".join(rows)
 
 
@@ -59,12 +67,11 @@ def evaluate_step_recognition(dataset: Spacewalk18, model, split: str, out_dir: 
     scores = {v: np.asarray(model.score(recordings[v], samples[v]), dtype=np.float64) for v in samples}
     predictions = {v: s.argmax(axis=1) for v, s in scores.items()}
 
-    write_step_predictions(out_dir / "predictions.json", predictions, scores)
+    write_step_predictions(out_dir / PREDICTIONS, predictions, scores)
     metrics = step_recognition_metrics(recordings, samples, predictions, scores)
     if bootstrap is not None:
-        metrics["intervals"] = step_recognition_intervals(recordings, samples, predictions, scores, metrics,
-                                                          bootstrap)
-    write_json(out_dir / "metrics.json", {"split": split, "model": type(model).__name__, **metrics})
+        metrics["intervals"] = step_recognition_intervals(metrics, bootstrap)
+    write_metrics(out_dir, {"split": split, "model": type(model).__name__, **metrics})
     if plots:
         for v in tqdm(samples, desc="timelines", unit="video", leave=False):
             plot_timeline(recordings[v], samples[v], predictions[v], out_dir / "timelines" / f"{v}.png")

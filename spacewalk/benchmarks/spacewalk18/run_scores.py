@@ -1,9 +1,9 @@
-"""Spacewalk-18 runs re-scored from what they recorded (spacewalk/rescore.py; `Benchmark.rescore` of
+"""Spacewalk-18 runs re-scored from what they recorded (spacewalk/results/rescore.py; `Benchmark.rescore` of
 spacewalk/benchmarks/spacewalk18/benchmark.py), with the units of each headline number for the paired comparison:
 
 - step recognition (train.py, evaluate.py; `<run>/decoded/<name>/` for the plan decoding): predictions.json,
-  scored by `scoring.step_recognition_metrics`; Accuracy and mAP over recordings, then samples within them;
-  IoU over recordings (spacewalk/benchmarks/spacewalk18/intervals.py says why);
+  scored by `scoring.step_recognition_metrics`; each number of headlines.STEP_RECOGNITION per recording, its
+  samples drawn again by the number's `per_recording` (IoU's are not: headlines.py says why);
 - intra-video retrieval: predictions.json, `scoring.retrieval_accuracy`; samples resampled within each
   recording, every recording kept;
 - video QA (`data=spacewalk18_qa`): records.jsonl, the task's own metrics; questions (overall and per type);
@@ -20,12 +20,17 @@ from typing import Any
 import numpy as np
 
 from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, StepSample
-from spacewalk.benchmarks.spacewalk18.intervals import RECORDINGS, RECORDINGS_THEN_SAMPLES, SAMPLES_WITHIN_RECORDINGS
+from spacewalk.benchmarks.spacewalk18.headlines import (
+    INTRA_VIDEO_RETRIEVAL,
+    QUESTION_ANSWERING,
+    STEP_RECOGNITION,
+    RecordingRows,
+)
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import load_json
 from spacewalk.multiple_choice.records import item_records
-from spacewalk.rescore import (
-    METRICS,
+from spacewalk.results.layout import METRICS, PREDICTIONS, read_metrics
+from spacewalk.results.rescore import (
     ScoredMetric,
     ScoredRun,
     check_reproduces,
@@ -36,7 +41,7 @@ from spacewalk.rescore import (
     model_label,
 )
 
-QUESTIONS = "questions"
+QUESTIONS = QUESTION_ANSWERING[0].unit
 
 
 def _grouped(value: float | None, videos: Sequence[str], items: Sequence[Sequence[str]], per_video, unit: str,
@@ -54,33 +59,18 @@ def _grouped(value: float | None, videos: Sequence[str], items: Sequence[Sequenc
 def step_recognition_scored(recordings: Mapping[str, Recording], samples: Mapping[str, Sequence[StepSample]],
                             predictions: Mapping[str, np.ndarray], scores: Mapping[str, np.ndarray] | None,
                             official: Mapping[str, Any]) -> dict[str, ScoredMetric]:
-    """Accuracy, mAP (with scores) and IoU of `official` (step_recognition_metrics' result on these predictions)
-    with their units, resampled by the same functions as the intervals (scoring.resampled_*)."""
-    from spacewalk.benchmarks.spacewalk18.scoring.official import (
-        resampled_accuracies,
-        resampled_mean_average_precisions,
-    )
-
+    """Each headline number of `official` (step_recognition_metrics' result on these predictions; a number it
+    leaves undefined, mAP without scores, is left out) with its units: per recording, on draws of its samples, by
+    the number's declared `per_recording` (headlines.STEP_RECOGNITION)."""
     videos = list(predictions)
-    labels = [np.array([s.label for s in samples[v]], dtype=np.int64) for v in videos]
+    rows = [RecordingRows(np.asarray(predictions[v]), np.array([s.label for s in samples[v]], dtype=np.int64),
+                          None if scores is None else scores[v], recordings[v].num_classes,
+                          official["per_video"][v]) for v in videos]
     items = [[str(s.id) for s in samples[v]] for v in videos]
-    out = {"Accuracy": _grouped(
-        official["Accuracy"], videos, items,
-        lambda g, counts: resampled_accuracies(np.asarray(predictions[videos[g]]), labels[g], counts) * 100,
-        RECORDINGS_THEN_SAMPLES, "Accuracy")}
-    if scores is not None and official.get("mAP") is not None:
-        out["mAP"] = _grouped(
-            official["mAP"], videos, items,
-            lambda g, counts: resampled_mean_average_precisions(
-                scores[videos[g]], labels[g], range(1, recordings[videos[g]].num_classes), counts) * 100,
-            RECORDINGS_THEN_SAMPLES, "mAP")
-    if official.get("IoU") is not None:
-        per_video = [official["per_video"][v]["IoU"] for v in videos]
-        out["IoU"] = _grouped(
-            official["IoU"], videos, items,
-            lambda g, counts: np.full(len(counts), np.nan if per_video[g] is None else per_video[g]),
-            RECORDINGS, "IoU", within=False)
-    return out
+    return {h.name: _grouped(official[h.name], videos, items,
+                             lambda g, counts, h=h: h.per_recording(rows[g], counts), h.unit, h.name,
+                             within=h.samples_redrawn)
+            for h in STEP_RECOGNITION if official.get(h.name) is not None}
 
 
 def _samples_digest(samples: Mapping[str, Sequence[Any]]) -> str:
@@ -92,24 +82,23 @@ def _items_summary(samples: Mapping[str, Sequence[Any]]) -> str:
 
 
 def _recorded(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / METRICS
-    return load_json(path) if path.is_file() else {}
+    return read_metrics(run_dir / METRICS) if (run_dir / METRICS).exists() else {}
 
 
 def _split(run_dir: Path, config: Mapping[str, Any]) -> str:
     """The split the predictions are of: metrics.json's, else the config's (evaluate.py), else test (train.py)."""
     split = _recorded(run_dir).get("split") or config.get("split") or "test"
-    if split == "val" and not (run_dir / "predictions.json").is_file():
+    if split == "val" and not (run_dir / PREDICTIONS).is_file():
         raise DataError("a run that stopped after val (test=false) has no test predictions to re-score",
                         file=run_dir / METRICS, field="split")
     return str(split)
 
 
 def _predictions_file(run_dir: Path) -> Path:
-    path = run_dir / "predictions.json"
-    if not path.is_file():
-        raise DataError("the run has no predictions.json (unfinished, not scored, or stopped after val)",
-                        file=path)
+    path = run_dir / PREDICTIONS
+    if path.is_dir() or not path.is_file():
+        raise DataError(f"the run has no {PREDICTIONS} (unfinished, not scored, or stopped after val)" if not
+                        path.exists() else "a folder, where a file is expected", file=path)
     return path
 
 
@@ -146,7 +135,7 @@ def _intra_video_retrieval(run_dir: Path, config: Mapping[str, Any]) -> ScoredRu
         RetrievalSamplerConfig,
         recording_retrieval_samples,
     )
-    from spacewalk.benchmarks.spacewalk18.scoring.official import resampled_accuracies, retrieval_accuracy
+    from spacewalk.benchmarks.spacewalk18.scoring.official import retrieval_accuracy
     from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_retrieval_predictions
 
     dataset = _dataset(config)
@@ -170,15 +159,16 @@ def _intra_video_retrieval(run_dir: Path, config: Mapping[str, Any]) -> ScoredRu
     predictions = read_retrieval_predictions(path, samples)
     official = retrieval_accuracy(predictions, samples)
     videos = list(predictions)
-    labels = [np.array([s.label for s in samples[v]], dtype=np.int64) for v in videos]
-    metric = _grouped(official["Accuracy"], videos, [[str(s.id) for s in samples[v]] for v in videos],
-                      lambda g, counts: resampled_accuracies(np.asarray(predictions[videos[g]]), labels[g],
-                                                             counts) * 100,
-                      SAMPLES_WITHIN_RECORDINGS, "Accuracy", within=True, between=False)
+    [headline] = INTRA_VIDEO_RETRIEVAL
+    rows = [RecordingRows(np.asarray(predictions[v]), np.array([s.label for s in samples[v]], dtype=np.int64),
+                          None, 2, {}) for v in videos]
+    metric = _grouped(official[headline.name], videos, [[str(s.id) for s in samples[v]] for v in videos],
+                      lambda g, counts: headline.per_recording(rows[g], counts), headline.unit, headline.name,
+                      within=True, between=False)
     identity = {"task": "spacewalk18 intra_video_retrieval", "split": split, "sample_source": source,
                 "items": digest([[v, [[s.id, s.label] for s in samples[v]]] for v in videos]),
                 "items_summary": _items_summary({v: samples[v] for v in videos})}
-    return ScoredRun(run_dir, identity["task"], identity, {"Accuracy": metric}, model_label(config, run_dir))
+    return ScoredRun(run_dir, identity["task"], identity, {headline.name: metric}, model_label(config, run_dir))
 
 
 def _question_answering(run_dir: Path, config: Mapping[str, Any]) -> ScoredRun:

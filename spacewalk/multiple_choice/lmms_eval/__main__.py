@@ -45,8 +45,8 @@ def export_command(args: argparse.Namespace) -> None:
 
 
 def import_command(args: argparse.Namespace) -> None:
-    from spacewalk.bootstrap import BootstrapOptions
     from spacewalk.multiple_choice.lmms_eval.sample_logs import import_output
+    from spacewalk.results.bootstrap import BootstrapOptions
 
     bootstrap = BootstrapOptions(n_resamples=args.n_resamples, seed=args.seed) if args.n_resamples else None
     import_output(args.output, args.runs, _names(args.tasks), bootstrap)

@@ -1,6 +1,6 @@
 """lmms-eval's logs of an exported task turned into a run directory of the harness, so the results tools read runs
 made by lmms-eval as they read `python evaluate.py`'s (`python -m spacewalk.compare`, `python -m spacewalk.report`,
-spacewalk.rescore).
+spacewalk.results.rescore).
 
 lmms-eval, run with `--log_samples --output_path OUT`, writes per model folder `OUT/<model>/<date>_results.json`
 (every task's config, our spec in its `metadata.spacewalk`, and the command's model settings) and one
@@ -13,7 +13,7 @@ lmms-eval, run with `--log_samples --output_path OUT`, writes per model folder `
         metrics.json                        the task's official metrics with their bootstrap intervals, and its
                                             official files (answers.json, predictions.json, ...): the runner's
                                             `finish`, as for evaluate.py's runs
-        config.resolved.yaml                the data config that builds the task (what spacewalk.rescore reads),
+        config.resolved.yaml                the data config that builds the task (what spacewalk.results.rescore reads),
                                             the model as lmms-eval names it
         .hydra/hydra.yaml                   the choices a report's `where` and `rows` read: `data` (the data config
                                             of the same task under evaluate.py), `model` (lmms_eval/<class>/<model>)
@@ -36,16 +36,16 @@ from typing import Any
 
 import yaml
 
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.errors import DataError
 from spacewalk.core.io import atomic_dir, load_json, write_json
 from spacewalk.multiple_choice.lmms_eval.hooks import answered_spec, records_of, task_of
 from spacewalk.multiple_choice.lmms_eval.specs import TaskSpec
 from spacewalk.multiple_choice.records import PARTS, RECORDS, PartWriter, record_to_json
 from spacewalk.multiple_choice.runner import finish
-from spacewalk.provenance import PROVENANCE, code_commit
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.layout import HYDRA, HYDRA_CONFIG, PROVENANCE, RUN_CONFIG
+from spacewalk.results.provenance import code_commit
 
-RUN_CONFIG = "config.resolved.yaml"
 DEFAULT_BOOTSTRAP = BootstrapOptions()  # metrics.bootstrap's defaults (conf/metrics/default.yaml)
 
 
@@ -132,7 +132,7 @@ def model_choice(logged: LoggedTask) -> str:
 
 
 def hydra_record(logged: LoggedTask) -> dict[str, Any]:
-    """What spacewalk/run_dirs.py reads from an evaluate.py run's .hydra/hydra.yaml, for this run: the config
+    """What spacewalk/results/runs.py reads from an evaluate.py run's .hydra/hydra.yaml, for this run: the config
     groups' choices a report's `where` and `rows` name (`data`: the data config of the same task under evaluate.py,
     `model`: `model_choice`) and the job's name."""
     return {"hydra": {"job": {"name": "lmms_eval"},
@@ -175,8 +175,8 @@ def import_task(logged: LoggedTask, run_dir: str | Path, bootstrap: BootstrapOpt
                   **({"context": spec.data["context"]} if "context" in spec.data else {}),
                   "metrics": {"bootstrap": asdict(bootstrap or BootstrapOptions(n_resamples=0))}}
         (work / RUN_CONFIG).write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
-        (work / ".hydra").mkdir()
-        (work / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump(hydra_record(logged), sort_keys=False),
+        (work / HYDRA).mkdir()
+        (work / HYDRA / HYDRA_CONFIG).write_text(yaml.safe_dump(hydra_record(logged), sort_keys=False),
                                                     encoding="utf-8")
         write_json(work / PROVENANCE, {
             "command": lmms_eval_command(logged),

@@ -26,12 +26,12 @@ from spacewalk.benchmarks.spacewalk18.open import open_spacewalk18
 from spacewalk.benchmarks.spacewalk18.questions.summaries import check_summary, summary_parts
 from spacewalk.benchmarks.spacewalk18.scoring.official import qa_accuracy
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_qa_predictions
-from spacewalk.bootstrap import BootstrapOptions, accuracy_intervals
 from spacewalk.core.errors import ConfigError
 from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, letter, parse_letter
 from spacewalk.multiple_choice.task import Prompt, Record
+from spacewalk.results.bootstrap import BootstrapOptions, accuracy_intervals
 
 ANSWERS_FILE = "answers.json"
 
@@ -127,7 +127,7 @@ class QuestionAnswering:
     def correctness(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record]
                     ) -> tuple[list[str], list[bool], list[str]]:
         """Per question, in item order: its id, whether the official answer (unparsable ones filled as scored)
-        is right, its type: the units of the intervals and of a paired comparison (spacewalk/rescore.py)."""
+        is right, its type: the units of the intervals and of a paired comparison (spacewalk/results/rescore.py)."""
         questions = {str(q.question_id): q for q in self.questions}
         asked = [questions[i.id] for i in items]
         correct = [a == q.answer for a, q in zip(self.official_answers(items, records), asked, strict=True)]

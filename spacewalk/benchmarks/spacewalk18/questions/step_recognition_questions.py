@@ -39,15 +39,14 @@ from spacewalk.benchmarks.spacewalk18.questions.question_answering import ANSWER
 from spacewalk.benchmarks.spacewalk18.questions.summaries import check_summary, steps_in_window, summary_parts
 from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import write_step_predictions
-from spacewalk.bootstrap import BootstrapOptions
 from spacewalk.core.durations import parse_duration
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import write_json
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual, check_limit
 from spacewalk.multiple_choice.parsing import fill_unparsable, parse_number
 from spacewalk.multiple_choice.task import Prompt, Record
-
-PREDICTIONS_FILE = "predictions.json"
+from spacewalk.results.bootstrap import BootstrapOptions
+from spacewalk.results.layout import PREDICTIONS
 
 # App. C.2, in order: the video; the mission and transcript sentence; the instruction; the question; the
 # choices. Quoted sentences are the paper's; the instruction (reply with one number from 0 to K and nothing
@@ -184,15 +183,13 @@ class StepRecognitionQuestions:
 
     def intervals(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], metrics: dict[str, Any],
                   options: BootstrapOptions) -> dict[str, Any]:
-        """The step-recognition intervals (recordings, then samples: spacewalk/benchmarks/spacewalk18/intervals.py)."""
-        predictions, scores = self.predictions(items, records)
-        return step_recognition_intervals(self.dataset.recordings, self.samples, predictions, scores, metrics,
-                                          options)
+        """The step-recognition intervals (over recordings: spacewalk/benchmarks/spacewalk18/intervals.py)."""
+        return step_recognition_intervals(metrics, options)
 
     def write_outputs(self, items: Sequence[MultipleChoiceItem], records: Sequence[Record], out_dir: Path) -> None:
         predictions, scores = self.predictions(items, records)
         if self.complete:
-            write_step_predictions(Path(out_dir) / PREDICTIONS_FILE, predictions, scores)
+            write_step_predictions(Path(out_dir) / PREDICTIONS, predictions, scores)
         else:
             write_step_predictions(Path(out_dir) / "predictions.subset.json", predictions, scores)
             write_json(Path(out_dir) / "samples.subset.json", samples_to_json(self.samples), indent=None)

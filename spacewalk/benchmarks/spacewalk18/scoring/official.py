@@ -265,7 +265,8 @@ def retrieval_accuracy(predictions: Mapping[str, Sequence[int] | np.ndarray],
 
 
 # --------------------------------------------------------------------------------------------------
-# resampled data (the bootstrap intervals: spacewalk/bootstrap.py, spacewalk/benchmarks/spacewalk18/intervals.py)
+# resampled data (the bootstrap intervals: spacewalk/results/bootstrap.py,
+# spacewalk/benchmarks/spacewalk18/intervals.py)
 
 
 def resampled_accuracies(predictions: np.ndarray, labels: np.ndarray, counts: np.ndarray) -> np.ndarray:

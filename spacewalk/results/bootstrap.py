@@ -1,4 +1,6 @@
-"""Bootstrap confidence intervals of a benchmark's headline numbers, over the benchmark's own unit.
+"""Bootstrap confidence intervals of a benchmark's headline numbers, over the benchmark's own unit, where its units
+are many (questions, queries, samples within recordings); a number over recordings has Student's t interval
+instead (spacewalk/results/statistics.py says why), in the same shape.
 
 Two cases, one output shape (`Interval.as_dict`: estimate, low, high, level, unit, n, n_resamples, seed, method):
 
@@ -83,9 +85,12 @@ class Interval:
     n_resamples: int
     seed: int
     method: str
+    # where metrics.json holds the per-recording values an interval over recordings is made of ("per_video",
+    # beside "intervals"); None for the bootstrap's intervals
+    values: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "values" or v is not None}
 
 
 def _clean(x: float | None) -> float | None:

@@ -17,10 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from spacewalk.core.io import load_json, write_json
+from spacewalk.core.io import write_json
+from spacewalk.results.layout import PROVENANCE, read_json_object
 
-PROVENANCE = "provenance.json"
-_REPO = Path(__file__).resolve().parent.parent
+_REPO = Path(__file__).resolve().parents[2]
 
 
 def _git(*args: str) -> str | None:
@@ -62,14 +62,14 @@ def write_provenance(run_dir: str | Path, entry: str, overrides: Sequence[str] |
     """Write `<run_dir>/provenance.json` for the command now running, keeping an earlier command's record."""
     path = Path(run_dir) / PROVENANCE
     now = record(entry, overrides, argv)
-    if path.is_file():
-        earlier = load_json(path)
+    if path.exists():
+        earlier = read_json_object(path)
         now["previous"] = [{k: v for k, v in earlier.items() if k != "previous"}, *earlier.get("previous", [])]
     write_json(path, now)
     return now
 
 
 def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:
-    """The run's provenance.json, None for a run written before it existed."""
+    """The run's provenance.json, None for a run written before it existed; a torn one is named."""
     path = Path(run_dir) / PROVENANCE
-    return load_json(path) if path.is_file() else None
+    return read_json_object(path) if path.exists() else None

@@ -1,6 +1,6 @@
 """A finished run's headline numbers, recomputed from what it recorded, and the units they are made of.
 
-    from spacewalk.rescore import rescore_run, recorded_metrics
+    from spacewalk.results.rescore import rescore_run, recorded_metrics
     rescore_run("outputs/train/runs/X")      # {"Accuracy": 41.2, "mAP": ..., "IoU": ...}, from predictions.json
     recorded_metrics("outputs/train/runs/X")  # the same names, as the run's metrics.json holds them
 
@@ -12,7 +12,7 @@ re-scored numbers no longer equal its metrics.json has changed under its table (
 --check`). The same object serves the paired comparison of two runs (`python -m spacewalk.compare`), so each
 headline number comes with its units: the recordings (or one group for flat units) and, in each, the items,
 with the number recomputed on any multiset of them (`ScoredMetric.resampled`, the form of
-`spacewalk.bootstrap.grouped_replicates`).
+`spacewalk.results.bootstrap.grouped_replicates`).
 
 This module names no benchmark: the benchmark a run belongs to is the one whose package holds the run's data
 config `_target_` (`spacewalk.<name>.`...), and its registration (`spacewalk/benchmarks/<name>/benchmark.py`,
@@ -36,9 +36,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.core.errors import DataError
-
-RUN_CONFIG = "config.resolved.yaml"
-METRICS = "metrics.json"
+from spacewalk.results.layout import DECODED, HYDRA, METRICS, OVERRIDES, RUN_CONFIG, read_metrics, read_yaml
 
 
 @dataclass(frozen=True)
@@ -132,13 +130,13 @@ def find_config(run_dir: Path) -> Path:
     """The run's resolved config: in the run directory, or (decoded predictions, <run>/decoded/<name>/) in the
     run that holds it."""
     for folder in (run_dir, *list(run_dir.parents)[:2]):
-        if (folder / RUN_CONFIG).is_file():
-            if folder != run_dir and folder / "decoded" != run_dir.parent:
+        if (folder / RUN_CONFIG).exists():
+            if folder != run_dir and folder / DECODED != run_dir.parent:
                 break
             return folder / RUN_CONFIG
     # a re-test (evaluate.py ckpt_path=<run>/checkpoints/X.ckpt, e.g. a decoding) runs with its trained run's config
     # (what it changes, plots, intervals, devices, the decoding, does not change how predictions are scored)
-    holder = run_dir.parent.parent if run_dir.parent.name == "decoded" else run_dir
+    holder = run_dir.parent.parent if run_dir.parent.name == DECODED else run_dir
     ckpt = next((o.split("=", 1)[1] for o in run_overrides(holder) if o.split("=", 1)[0] == "ckpt_path"), None)
     if ckpt is not None and (Path(ckpt).parent.parent / RUN_CONFIG).is_file():
         return Path(ckpt).parent.parent / RUN_CONFIG
@@ -147,13 +145,8 @@ def find_config(run_dir: Path) -> Path:
 
 
 def read_run_config(run_dir: str | Path) -> dict[str, Any]:
-    import yaml
-
     path = find_config(Path(run_dir))
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise DataError(f"not readable as YAML: {e}", file=path) from None
+    config = read_yaml(path)
     if not isinstance(config, dict) or not isinstance(config.get("data"), dict) or "_target_" not in config["data"]:
         raise DataError("has no data config with a _target_ (what the run read)", file=path, field="data")
     return config
@@ -185,15 +178,13 @@ def recorded_metrics(run_dir: str | Path, names: Mapping[str, Sequence[str]] | N
                      ) -> dict[str, float | None]:
     """The headline numbers as the run's metrics.json holds them, under `rescore_run`'s names (`names`: name ->
     path in metrics.json; default: the paths the run's benchmark gives). A number metrics.json lacks is None."""
-    from spacewalk.core.io import load_json
-
     run_dir = Path(run_dir)
     if names is None:
         names = {name: m.path for name, m in scored_run(run_dir).metrics.items()}
     path = run_dir / METRICS
-    if not path.is_file():
+    if not path.exists():
         raise DataError("the run has no metrics.json", file=path)
-    recorded = load_json(path)
+    recorded = read_metrics(path)
     out: dict[str, float | None] = {}
     for name, keys in names.items():
         value: Any = recorded
@@ -215,13 +206,13 @@ def config_value(config: Mapping[str, Any], dotted: str, default: Any = None) ->
 def run_overrides(run_dir: Path) -> list[str]:
     """The command line's overrides of the run (Hydra's .hydra/overrides.yaml in the run directory, or in the run
     holding decoded predictions), [] where there is none."""
-    import yaml
-
     for folder in (run_dir, *list(run_dir.parents)[:2]):
-        path = folder / ".hydra" / "overrides.yaml"
-        if path.is_file():
-            values = yaml.safe_load(path.read_text(encoding="utf-8"))
-            return [str(v) for v in values] if isinstance(values, list) else []
+        path = folder / HYDRA / OVERRIDES
+        if path.exists():
+            values = read_yaml(path)
+            if not isinstance(values, list):
+                raise DataError("expected a list of overrides", file=path)
+            return [str(v) for v in values]
     return []
 
 
