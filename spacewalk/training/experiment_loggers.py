@@ -25,7 +25,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from spacewalk.core.io import load_json
-from spacewalk.results.layout import PROVENANCE
+from spacewalk.results.layout import PROVENANCE, VERSION_KEY
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def logged_numbers(metrics: Mapping[str, Any], prefix: str = "test") -> tuple[di
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             numbers["/".join(path if len(path) > 1 else [prefix, *path])] = value
 
-    leaves({k: v for k, v in metrics.items() if k != "intervals"}, [])
+    leaves({k: v for k, v in metrics.items() if k not in ("intervals", VERSION_KEY)}, [])  # the file's, not a number
     settings: dict[str, Any] = {}
 
     def bounds(value: Any, path: list[str]) -> None:

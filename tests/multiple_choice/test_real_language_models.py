@@ -56,7 +56,7 @@ def test_smollm2_answers_spacewalk18_qa_and_step_questions(smollm2, real_spacewa
     from spacewalk.benchmarks.spacewalk18.questions.question_answering import question_answering_task
     from spacewalk.benchmarks.spacewalk18.questions.step_recognition_questions import step_recognition_questions_task
 
-    qa = question_answering_task(root=real_spacewalk18_root, max_items=2)
+    qa = question_answering_task(root=real_spacewalk18_root, limit=2)
     for scoring in ("generate", "loglik"):
         metrics = runner.run(qa, with_scoring(smollm2, scoring), tmp_path / f"qa_{scoring}", progress=False)
         check_run(tmp_path / f"qa_{scoring}", metrics, qa.items(), scoring)

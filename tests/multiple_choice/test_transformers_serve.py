@@ -72,7 +72,7 @@ def test_evaluate_against_transformers_serve_with_requests_in_flight_equals_a_se
     # logged to W&B offline, grouped by benchmark and model, every item in the table
     run = offline_run(concurrent)
     assert (run["group"], run["job_type"]) == ("spacewalk18_qa", "mc_openai")
-    assert run["logged"]["items/nrows"] == len(records) and run["logged"]["Accuracy"] == metrics["Accuracy"]
+    assert run["logged"]["items/nrows"] == len(records) and run["logged"]["test/Accuracy"] == metrics["Accuracy"]
 
 
 @pytest.mark.slow

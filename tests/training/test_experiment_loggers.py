@@ -10,7 +10,7 @@ import json
 import pytest
 
 from helpers.commands import run_command
-from helpers.synthetic_presets import TRAIN, overrides
+from helpers.synthetic_presets import TRAIN, TRAIN_TWO_TESTS, overrides
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +86,7 @@ def test_mlflow_holds_a_multiple_choice_runs_metrics_config_and_provenance(tmp_p
 
 
 def test_training_logs_to_tensorboard_and_mlflow(tmp_path, spacewalk18_run_data):
-    data = spacewalk18_run_data(TRAIN)
+    data = spacewalk18_run_data(TRAIN_TWO_TESTS)  # two test recordings: the recordings' interval is defined
     log_dir, run_dir = tmp_path / "logs", tmp_path / "run"
     run_command("train.py", *data, "model=lfb_avg", "trainer.max_epochs=1", "plots=false", "logger=tensorboard",
                 f"hydra.run.dir={run_dir}", env={"SPACEWALK_LOG_DIR": str(log_dir)})

@@ -13,7 +13,7 @@ import torch
 
 from helpers.commands import run_command
 from helpers.end_to_end import metrics, official_scores, run
-from helpers.synthetic_presets import TRAIN
+from helpers.synthetic_presets import TRAIN, TRAIN_TWO_TESTS
 
 pytestmark = pytest.mark.slow
 
@@ -94,7 +94,8 @@ def test_resume_from_last_checkpoint(tmp_path, data, root):
     assert epochs("version_0") == {"0"} and epochs("version_1") == {"1"}  # the second run went on from epoch 1
 
 
-def test_multirun_writes_a_summary_by_seed_and_the_report_reads_the_sweep(tmp_path, data, root):
+def test_multirun_writes_a_summary_by_seed_and_the_report_reads_the_sweep(tmp_path, spacewalk18_run_data):
+    data = spacewalk18_run_data(TRAIN_TWO_TESTS)
     sweep = tmp_path / "sweep"
     run("train.py", data, "-m", "model=zero_shot,lfb_avg", "seed=0,1", "trainer.max_epochs=1", "logger=csv",
         "plots=false", f"hydra.sweep.dir={sweep}")
@@ -177,7 +178,9 @@ def test_train_on_external_video_features_without_a_video_encoder(tmp_path, data
     assert "modalities: video+text" in config and "video: null" in config
 
 
-def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_path, data, root):
+def test_plan_decoding_writes_official_files_and_re_decodes_a_finished_run(tmp_path, synthetic_spacewalk18,
+                                                                           spacewalk18_run_data):
+    root, data = synthetic_spacewalk18(**TRAIN_TWO_TESTS), spacewalk18_run_data(TRAIN_TWO_TESTS)
     run_dir = tmp_path / "run"
     run("train.py", data, "model=lfb_avg", "context=1min", "trainer.max_epochs=2", "logger=csv",
         "decoding=whole_recording", f"hydra.run.dir={run_dir}")

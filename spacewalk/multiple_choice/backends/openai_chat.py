@@ -301,9 +301,11 @@ class OpenAIChatBackend(TokenLimited):
         except (ServerError, _Retry):
             raise
         except (OSError, http.client.HTTPException) as e:  # refused, reset, cut short (URLError is an OSError)
-            if expired.is_set():
-                raise _Retry(f"no complete reply within timeout_seconds={self.timeout:g}") from None
             reason = e.reason if isinstance(e, urllib.error.URLError) else e
+            # the socket's own timeout is the attempt's whole time, so a read that timed out is past the deadline
+            # too (on a loaded machine it can fire before the deadline's timer thread runs)
+            if expired.is_set() or isinstance(reason, TimeoutError):
+                raise _Retry(f"no complete reply within timeout_seconds={self.timeout:g}") from None
             if isinstance(reason, ssl.SSLError):  # a certificate or protocol mismatch: the same on every attempt
                 raise ServerError(f"{type(reason).__name__}: {reason}") from None
             raise _Retry(f"{type(reason).__name__}: {reason}") from None
