@@ -45,7 +45,6 @@ from spacewalk.core.io import write_json
 log = logging.getLogger(__name__)
 
 FAILED_JOBS = "failed_jobs"
-SUBMITIT_LAUNCHERS = "hydra_plugins.hydra_submitit_launcher."
 EXIT_FAILED_JOB = 1  # a job that failed on a bug, or died
 
 
@@ -153,6 +152,21 @@ def submitit_restored() -> None:
         submitit.AutoExecutor.map_array, _submit = _submit, None
 
 
+def launches_with_submitit(launcher: DictConfig) -> bool:
+    """Whether the multirun's launcher is one of submitit's (the plugin's own configs or ours over them): decided by
+    the class the launcher config instantiates, so a launcher of any name that subclasses them counts."""
+    target = launcher.get("_target_")
+    if not target:
+        return False
+    try:
+        from hydra.utils import get_class
+        from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
+
+        return issubclass(get_class(str(target)), BaseSubmititLauncher)
+    except ImportError:  # the plugin is not installed (extra `cluster`): no launcher of it can be running
+        return False
+
+
 def swept_keys(command_overrides: Sequence[str]) -> set[str]:
     """The keys the command sweeps (`context=5min,7x`: context), which tell a sweep's jobs apart: a failed job is
     named by its values of these (its whole list is in its record)."""
@@ -174,7 +188,7 @@ class SweepFailures(Callback):
             check_launcher(config)
         sweep_dir = Path(config.hydra.sweep.dir)
         shutil.rmtree(sweep_dir / FAILED_JOBS, ignore_errors=True)
-        if str(config.hydra.launcher.get("_target_", "")).startswith(SUBMITIT_LAUNCHERS):
+        if launches_with_submitit(config.hydra.launcher):
             every_job_waited_for(sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

@@ -139,3 +139,13 @@ def test_train_refuses_a_bad_slurm_variable_before_anything_is_built(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1].startswith("error: SLURM_NTASKS_PER_NODE='abc': trainer=slurm ")
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("launcher, submitit", [("local", True), ("slurm", True), ("submitit_local", True),
+                                                ("basic", False)])
+def test_the_launchers_that_need_waiting_for_are_submitits_by_class(launcher, submitit):
+    # ours (local, slurm), the plugin's own (submitit_local), Hydra's basic one: told apart by the class launched
+    from spacewalk.training.sweep_failures import launches_with_submitit
+
+    config = compose_train(f"hydra/launcher={launcher}")
+    assert launches_with_submitit(config.hydra.launcher) is submitit

@@ -212,12 +212,24 @@ def comparison_markdown(table: ComparisonTable, placeholders: Placeholders | Non
     lines = [f"### {spec.title}\n"] if spec.title else []
     if table.compared:
         lines += markdown_table(table.header(), table.rows())
+        from spacewalk.results.compare import NEW_RECORDINGS, NEW_UNITS, RECIPES, THESE_RECORDINGS
+        from spacewalk.results.report.spec import SHORT
+
+        bootstrap = f"paired bootstrap, {spec.resamples} resamples, seed {spec.seed}"
+        meanings = {
+            SHORT[RECIPES]: "recipes, other recordings (or units) and other seeds (Welch-Satterthwaite t over them "
+                            "and the seeds)",
+            SHORT[NEW_RECORDINGS]: "new recordings, these runs on other recordings (the exact sign-flip test over the "
+                                   "recordings, Student's t interval)",
+            SHORT[THESE_RECORDINGS]: f"these recordings, other samples of the same recordings ({bootstrap})",
+            SHORT[NEW_UNITS]: f"new units, these runs on other units of the same kind (questions, queries: the "
+                              f"sign-flip test and Student's t over the units' paired differences where the number "
+                              f"is their mean, otherwise the {bootstrap})"}
+        used = {row[-1] for row in table.rows()}  # the claim column: only the claims the table answers
+        legend = "; ".join(text for short, text in meanings.items() if short in used)
         lines += ["", f"Paired on the same items (spacewalk/results/compare.py, whose docstring says what each claim "
-                  f"asks). claim: recipes, other recordings and other seeds (Welch-Satterthwaite t over recordings "
-                  f"and seeds); new recordings, these runs on other recordings (the exact sign-flip test over the "
-                  f"recordings, Student's t interval); these recordings, other samples of the same recordings "
-                  f"(paired bootstrap, {spec.resamples} resamples, seed {spec.seed}); detects: the smallest difference "
-                  f"found with 80 % power at 0.05. Commands:", ""]
+                  f"asks). claim: {legend}; detects: the smallest difference found with 80 % power at 0.05. "
+                  f"Commands:", ""]
         lines.append("```bash")
         for c in table.compared:
             lines.append(f"# {c.comparison.label}: A {seeds_text(c.a)}, B {seeds_text(c.b)} "
