@@ -20,7 +20,6 @@ answer; four options "A: ..." to "D: ...", the right one placed at random.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from collections.abc import Sequence
@@ -31,8 +30,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.benchmarks.egocross.dataset import DOMAINS, TESTBED_FILE, EgoCross
-from spacewalk.core.arguments import output_folder, seed_value
-from spacewalk.core.command_errors import EXIT_USER_ERROR, user_errors_reported
+from spacewalk.benchmarks.synthetic_command import generator_command
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import atomic_dir, atomic_path, ensure_generated, write_json
 from spacewalk.core.settings import from_mapping
@@ -179,17 +177,9 @@ def ensure_egocross(root: str | Path, **fields: Any) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.egocross.synthetic",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--root", required=True, type=output_folder)
-    parser.add_argument("--seed", type=seed_value, default=0)
-    parser.add_argument("--overwrite", action="store_true")
-    args = parser.parse_args(argv)
-    try:
-        with user_errors_reported():  # a root holding another dataset, a bad option
-            generate_egocross(args.root, Options(seed=args.seed), overwrite=args.overwrite)
-    except FileExistsError as e:
-        parser.exit(EXIT_USER_ERROR, f"error: {e}\n")  # a root that exists: the user's to choose
+    generator_command("python -m spacewalk.benchmarks.egocross.synthetic", __doc__.split("\n")[0],
+                      lambda root, seed, overwrite: generate_egocross(root, Options(seed=seed), overwrite=overwrite),
+                      argv)
 
 
 if __name__ == "__main__":

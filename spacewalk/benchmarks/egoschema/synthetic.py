@@ -19,7 +19,6 @@ colours or colour orders, the wrong ones drawn from the clip's own colours where
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import json
@@ -41,8 +40,7 @@ from spacewalk.benchmarks.egoschema.dataset import (
     VIDEO_DIR,
     EgoSchema,
 )
-from spacewalk.core.arguments import output_folder, seed_value
-from spacewalk.core.command_errors import EXIT_USER_ERROR, user_errors_reported
+from spacewalk.benchmarks.synthetic_command import generator_command
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import atomic_dir, ensure_generated, write_json
 from spacewalk.core.settings import from_mapping
@@ -200,17 +198,9 @@ def ensure_egoschema(root: str | Path, **fields: Any) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m spacewalk.benchmarks.egoschema.synthetic",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--root", required=True, type=output_folder)
-    parser.add_argument("--seed", type=seed_value, default=0)
-    parser.add_argument("--overwrite", action="store_true")
-    args = parser.parse_args(argv)
-    try:
-        with user_errors_reported():  # a root holding another dataset, a bad option
-            generate_egoschema(args.root, Options(seed=args.seed), overwrite=args.overwrite)
-    except FileExistsError as e:
-        parser.exit(EXIT_USER_ERROR, f"error: {e}\n")  # a root that exists: the user's to choose
+    generator_command("python -m spacewalk.benchmarks.egoschema.synthetic", __doc__.split("\n")[0],
+                      lambda root, seed, overwrite: generate_egoschema(root, Options(seed=seed), overwrite=overwrite),
+                      argv)
 
 
 if __name__ == "__main__":
