@@ -22,6 +22,7 @@ from pathlib import Path
 import av
 import numpy as np
 
+from spacewalk.media.h264 import h264_writer
 from spacewalk.media.video import BACKENDS, open_video
 
 FPS = Fraction(30000, 1001)
@@ -34,19 +35,12 @@ def write_synthetic(path: Path, width: int = WIDTH, height: int = HEIGHT, second
     `keyframe_every`: the largest keyframe interval in frames (None: x264's default, 250)."""
     rng = np.random.default_rng(0)
     y, x = np.mgrid[0:height, 0:width]
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        if keyframe_every:
-            stream.codec_context.gop_size = int(keyframe_every)
-        stream.options = {"preset": "veryfast"}
+    with h264_writer(path, FPS, width, height, options={"preset": "veryfast"}, keyframe_every=keyframe_every) as write:
         for i in range(round(seconds * FPS)):
             frame = np.stack([(x + 2 * i) % 256, (y + i) % 256, (x + y + 3 * i) % 256], axis=-1)
             sx, sy = (5 * i) % (width - 40), (3 * i) % (height - 40)
             frame[sy:sy + 40, sx:sx + 40] = 255
-            frame = (frame + rng.integers(0, 8, frame.shape)).clip(0, 255).astype(np.uint8)
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
-        container.mux(stream.encode())
+            write([(frame + rng.integers(0, 8, frame.shape)).clip(0, 255).astype(np.uint8)])
     return path
 
 
@@ -71,17 +65,13 @@ def _encode_720p(path: Path, seconds: float, width: int, height: int) -> Path:
     y, x = np.mgrid[0:2 * height, 0:2 * width]
     base = np.stack([x % 256, y % 256, (x + y) % 256], axis=-1).astype(np.uint8)
     noise = rng.integers(0, 4, (16, height, width, 3), dtype=np.uint8)
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"preset": "veryfast"}
+    with h264_writer(path, FPS, width, height, options={"preset": "veryfast"}) as write:
         for i in range(round(seconds * FPS)):
             dx, dy = (2 * i) % width, i % height
             frame = base[dy:dy + height, dx:dx + width] + noise[i % 16]  # uint8 wraps: still a moving pattern
             sx, sy = (5 * i) % (width - 40), (3 * i) % (height - 40)
             frame[sy:sy + 40, sx:sx + 40] = 255
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
-        container.mux(stream.encode())
+            write([frame])
     return path
 
 

@@ -44,6 +44,7 @@ from spacewalk.benchmarks.synthetic_command import generator_command
 from spacewalk.core.errors import ConfigError
 from spacewalk.core.io import atomic_dir, ensure_generated, write_json
 from spacewalk.core.settings import from_mapping
+from spacewalk.media.h264 import h264_writer
 
 RECORD_FILE = "synthetic.json"
 HIDDEN_ANSWERS_FILE = "hidden_answers.json"
@@ -135,21 +136,12 @@ def _render(clip: Clip, t: np.ndarray, size: int) -> np.ndarray:
 
 
 def _write_video(path: Path, clip: Clip, opts: Options) -> None:
-    import av  # imported here: reading the set never needs an encoder
-
     rate = Fraction(opts.fps).limit_denominator(1001)
     n_frames = math.floor(opts.seconds * rate)
     pixels = _render(clip, np.arange(n_frames) / float(rate), opts.frame_size)
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=rate)
-        stream.width = stream.height = opts.frame_size
-        stream.pix_fmt = "yuv420p"
-        stream.options = {"preset": "ultrafast", "crf": "18"}
-        for k, image in enumerate(pixels):
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
-            frame.pts = k
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode())
+    with h264_writer(path, rate, opts.frame_size, opts.frame_size,
+                     options={"preset": "ultrafast", "crf": "18"}) as write:
+        write(pixels)
 
 
 def _record(opts: Options) -> dict:

@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from spacewalk.core.errors import ConfigError, UserInputError
+from spacewalk.media.h264 import h264_writer
 from spacewalk.multiple_choice.budget import VisualBudget, area_within, fit, kept, shown
 from spacewalk.multiple_choice.frames import FrameRule, sample_frames
 from spacewalk.multiple_choice.generation import TokenLimited
@@ -163,22 +164,13 @@ def video_data_url(frames: np.ndarray, times: np.ndarray, max_side: int | None =
     images = [_resized(f, max_side) for f in frames]
     if video_format == "jpeg":
         return "data:video/jpeg;base64," + ",".join(_jpeg(image, quality) for image in images)
-    import av
-
     span = float(times[-1] - times[0]) if len(times) > 1 and np.isfinite(times).all() else 0.0
     rate = Fraction((len(times) - 1) / span).limit_denominator(1000) if span > 0 else Fraction(1)
     width, height = (max(2, side - side % 2) for side in images[0].size)  # yuv420p needs even sides
     buffer = io.BytesIO()
-    with av.open(buffer, "w", format="mp4") as container:
-        stream = container.add_stream("libx264", rate=rate)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"crf": "18"}  # near-lossless: the server should see what the JPEG path shows
-        for k, image in enumerate(images):
-            frame = av.VideoFrame.from_ndarray(np.asarray(image.convert("RGB").resize((width, height))),
-                                               format="rgb24")
-            frame.pts = k
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode())
+    # crf 18, near-lossless: the server should see what the JPEG path shows
+    with h264_writer(buffer, rate, width, height, options={"crf": "18"}, container_format="mp4") as write:
+        write(np.asarray(image.convert("RGB").resize((width, height))) for image in images)
     return "data:video/mp4;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from spacewalk.benchmarks.hirest.synthetic.options import HiRESTOptions
 from spacewalk.benchmarks.hirest.synthetic.video_plan import Shot, VideoPlan
 from spacewalk.benchmarks.hirest.synthetic.vocabulary import ACTIONS, SURFACES
+from spacewalk.media.h264 import h264_writer
 
 NOISE = 0.008  # pixel noise (std, 4 x 4 blocks): frames of one step 1 s apart are alike, never equal
 
@@ -138,18 +139,13 @@ def _render(plan: VideoPlan, shot: Shot, t: np.ndarray, size: int, rng: np.rando
 
 
 def write_video(path: Path, plan: VideoPlan, opts: HiRESTOptions, rng: np.random.Generator) -> None:
-    import av  # imported here: reading a dataset never needs an encoder
-
     rate = Fraction(opts.video_fps).limit_denominator(1001)
     times = np.arange(plan.n_frames, dtype=np.float64) / float(rate)
     starts = np.array([s.start for s in plan.shots])
     owner = np.searchsorted(starts, times + 1e-9, side="right") - 1
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=rate)
-        stream.width = stream.height = opts.frame_size
-        stream.pix_fmt = "yuv420p"
-        stream.codec_context.gop_size = max(1, round(10 * float(rate)))  # a keyframe every 10 s: cheap seeks
-        stream.options = {"preset": "ultrafast", "crf": "20"}
+    # a keyframe every 10 s: cheap seeks
+    with h264_writer(path, rate, opts.frame_size, opts.frame_size, options={"preset": "ultrafast", "crf": "20"},
+                     keyframe_every=max(1, round(10 * float(rate)))) as write:
         i = 0
         while i < plan.n_frames:
             j = i
@@ -160,10 +156,5 @@ def write_video(path: Path, plan: VideoPlan, opts: HiRESTOptions, rng: np.random
             if shot.fade_from is not None:  # one take across a step change: the old objects fade out
                 w = np.clip((t - shot.start) / shot.fade, 0, 1)[:, None, None, None]
                 frames = w * frames + (1 - w) * _render(plan, shot.fade_from, t, opts.frame_size, rng)
-            pixels = np.clip(frames * 255 + 0.5, 0, 255).astype(np.uint8)
-            for k, image in enumerate(pixels, start=i):
-                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
-                frame.pts = k  # time base 1/rate: one tick per frame
-                container.mux(stream.encode(frame))
+            write(np.clip(frames * 255 + 0.5, 0, 255).astype(np.uint8))
             i = j
-        container.mux(stream.encode())

@@ -14,6 +14,7 @@ import numpy as np
 from spacewalk.benchmarks.spacewalk18.synthetic.options import Options
 from spacewalk.benchmarks.spacewalk18.synthetic.plan import Piece
 from spacewalk.benchmarks.spacewalk18.synthetic.vocabulary import PALETTE, PATTERNS
+from spacewalk.media.h264 import h264_writer
 
 
 @dataclass
@@ -140,30 +141,20 @@ def _render(shot: Shot, t: np.ndarray, size: int, rng: np.random.Generator) -> n
 
 
 def write_video(path: Path, shots: Sequence[Shot], duration: float, opts: Options, rng: np.random.Generator):
-    import av  # imported here: reading a dataset never needs an encoder
-
     rate = Fraction(opts.video_fps).limit_denominator(1001)
     # floor(D * fps) + 1 frames: every timestamp in [0, D] has its nearest frame inside the file
     n_frames = math.floor(duration * rate) + 1
     times = np.arange(n_frames, dtype=np.float64) / float(rate)
     starts = np.array([s.start for s in shots])
     owner = np.searchsorted(starts, times, side="right") - 1
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=rate)
-        stream.width = stream.height = opts.frame_size
-        stream.pix_fmt = "yuv420p"
-        stream.codec_context.gop_size = max(1, round(10 * float(rate)))  # a keyframe every 10 s: cheap seeks
-        stream.options = {"preset": "ultrafast", "crf": "23"}
+    # a keyframe every 10 s: cheap seeks
+    with h264_writer(path, rate, opts.frame_size, opts.frame_size, options={"preset": "ultrafast", "crf": "23"},
+                     keyframe_every=max(1, round(10 * float(rate)))) as write:
         i = 0
         while i < n_frames:
             j = i
             while j < n_frames and owner[j] == owner[i] and j - i < 256:
                 j += 1
             frames = _render(shots[owner[i]], times[i:j].astype(np.float32), opts.frame_size, rng)
-            pixels = np.clip(frames * 255 + 0.5, 0, 255).astype(np.uint8)
-            for k, image in enumerate(pixels, start=i):
-                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
-                frame.pts = k  # time base 1/rate: one tick per frame
-                container.mux(stream.encode(frame))
+            write(np.clip(frames * 255 + 0.5, 0, 255).astype(np.uint8))
             i = j
-        container.mux(stream.encode())
