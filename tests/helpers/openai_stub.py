@@ -145,19 +145,21 @@ def by_question(body: dict) -> tuple[int, str, float]:
 
 
 class Task:
-    """A toy task of three-option letter questions, its official file a list in item order."""
+    """A toy task of three-option letter questions, its official file a list in item order; `system`: the prompts'
+    system message (none by default)."""
 
     name = "toy"
     answer_limits = AnswerLimits(local=16, api=16, source="toy letters")
 
-    def __init__(self, items):
+    def __init__(self, items, system: str | None = None):
         self._items = items
+        self._system = system
 
     def items(self):
         return self._items
 
     def prompt(self, item):
-        return Prompt((Prompt.VISUAL, item.question, "(A) x\n(B) y\n(C) z"))
+        return Prompt((Prompt.VISUAL, item.question, "(A) x\n(B) y\n(C) z"), system=self._system)
 
     def parse(self, item, reply):
         return parse_letter(reply, item.options)
