@@ -40,7 +40,7 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER") and getattr(config.option, "dist", None) == "loadscope":
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker sorts alike: they agree on the collection
         heaviest_modules_first(items)
 
 
