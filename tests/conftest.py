@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.commands import compose_evaluate, compose_train
+from helpers.scheduling import heaviest_modules_first
 from helpers.shared_cache import shared_cache
 from helpers.shared_data import ci_requirements, shared_data_dir, unavailable, under_ci
 from helpers.synthetic_presets import EGOCROSS, EGOSCHEMA
@@ -32,6 +33,15 @@ def pytest_configure(config) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         if "torch" in sys.modules:  # imported before this hook ran: its thread pool is already sized
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if getattr(config.option, "dist", None) == "loadscope":
+        # the modules go out in the order the workers collected them, heaviest first (helpers/scheduling.py), not
+        # by their number of tests
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker sorts alike: they agree on the collection
+        heaviest_modules_first(items)
 
 
 def pytest_sessionstart(session) -> None:
@@ -146,6 +156,17 @@ def spacewalk18_run_data(synthetic_spacewalk18):
     return run_data
 
 
+def synthetic_set(tmp_path_factory, kind: str, folder_name: str, generate, as_options):
+    """make(options) -> the root <folder_name> that `generate(root, options)` writes for `as_options(options)` (the
+    generator's frozen options, compared by value), in this run's shared folder (helpers/shared_cache.py)."""
+    def build(folder: Path, options) -> Path:
+        root = folder / folder_name
+        return root if root.is_dir() else generate(root, options)
+
+    cached = shared_cache(tmp_path_factory, kind, build)
+    return lambda options=None: cached(as_options(options))
+
+
 @pytest.fixture(scope="session")
 def synthetic_hirest(tmp_path_factory):
     """make(options) -> the root of a synthetic HiREST (spacewalk/benchmarks/hirest/synthetic/options.py
@@ -153,12 +174,8 @@ def synthetic_hirest(tmp_path_factory):
     from spacewalk.benchmarks.hirest.synthetic.generate import generate_hirest
     from spacewalk.benchmarks.hirest.synthetic.options import as_options
 
-    def build(folder: Path, options) -> Path:
-        root = folder / "hirest"
-        return root if root.is_dir() else generate_hirest(root, options, progress=False)
-
-    cached = shared_cache(tmp_path_factory, "hirest", build)
-    return lambda options=None: cached(as_options(options))
+    return synthetic_set(tmp_path_factory, "hirest", "hirest",
+                         lambda root, options: generate_hirest(root, options, progress=False), as_options)
 
 
 @pytest.fixture(scope="session")
@@ -167,12 +184,8 @@ def synthetic_egoschema(tmp_path_factory):
     fields)."""
     from spacewalk.benchmarks.egoschema.synthetic import Options, generate_egoschema
 
-    def build(folder: Path, options) -> Path:
-        root = folder / "synthetic"
-        return root if root.is_dir() else generate_egoschema(root, options)
-
-    cached = shared_cache(tmp_path_factory, "egoschema", build)
-    return lambda options: cached(Options(**options))
+    return synthetic_set(tmp_path_factory, "egoschema", "synthetic", generate_egoschema,
+                         lambda options: Options(**options))
 
 
 @pytest.fixture(scope="session")
@@ -181,12 +194,8 @@ def synthetic_egocross(tmp_path_factory):
     fields)."""
     from spacewalk.benchmarks.egocross.synthetic import Options, generate_egocross
 
-    def build(folder: Path, options) -> Path:
-        root = folder / "synthetic"
-        return root if root.is_dir() else generate_egocross(root, options)
-
-    cached = shared_cache(tmp_path_factory, "egocross", build)
-    return lambda options: cached(Options(**options))
+    return synthetic_set(tmp_path_factory, "egocross", "synthetic", generate_egocross,
+                         lambda options: Options(**options))
 
 
 @pytest.fixture(scope="session")

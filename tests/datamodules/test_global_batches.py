@@ -18,7 +18,8 @@ def test_an_epoch_visits_every_sample_once_in_an_order_drawn_from_seed_and_epoch
     assert len(sampler) == len(first) == 3 and [len(b) for b in first] == [4, 4, 2]
     assert sorted(i for b in first for i in b) == list(range(10))
     assert list(global_batch_sampler(10, 4, True, seed=3)) == first  # what another process builds
-    # where Lightning looks for set_epoch (tests/training/test_train_e2e.py checks that it does, through fit)
+    # where Lightning looks for set_epoch (tests/training/test_train_e2e.py and test_train_ddp_e2e.py check that it
+    # does, through fit)
     sampler.sampler.set_epoch(1)
     assert list(sampler) != first
     sampler.sampler.set_epoch(0)

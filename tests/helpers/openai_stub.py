@@ -53,14 +53,18 @@ def refused_url() -> str:
 class Stub:
     """Serves the queued (status, reply text, delay) or `Raw` replies in order, then `respond(body)`'s (status,
     reply text, delay) when set, else 200 with `default`; records each request and the most requests it held at
-    once (`max_in_flight`). A delay or trickle ends early when the stub closes."""
+    once (`max_in_flight`). A delay or trickle ends early when the stub closes. With `gather` set, no request is
+    answered until that many have been in flight together (or GATHER_SECONDS have passed), so that whether a client
+    keeps that many open does not hang on how fast its threads start on a loaded machine."""
+
+    GATHER_SECONDS = 30.0
 
     def __init__(self):
         self.queue, self.requests, self.default = [], [], "Answer: B"
         self.respond = None
-        self.in_flight = self.max_in_flight = 0
+        self.in_flight = self.max_in_flight = self.gather = 0
         self.closing = threading.Event()
-        lock = threading.Lock()
+        lock = self._changed = threading.Condition()
         stub = self
 
         def send_raw(handler, raw: Raw) -> None:
@@ -88,6 +92,9 @@ class Stub:
                                           "time": time.monotonic()})
                     stub.in_flight += 1
                     stub.max_in_flight = max(stub.max_in_flight, stub.in_flight)
+                    lock.notify_all()
+                    lock.wait_for(lambda: stub.max_in_flight >= stub.gather or stub.closing.is_set(),
+                                  timeout=stub.GATHER_SECONDS)
                     reply = (stub.queue.pop(0) if stub.queue else stub.respond(body) if stub.respond
                              else (200, stub.default, 0))
                 if isinstance(reply, Raw):
@@ -126,6 +133,8 @@ class Stub:
 
     def close(self):
         self.closing.set()
+        with self._changed:  # a request gathering with others stops waiting
+            self._changed.notify_all()
         self.server.shutdown()
         self.server.server_close()
 
@@ -145,19 +154,21 @@ def by_question(body: dict) -> tuple[int, str, float]:
 
 
 class Task:
-    """A toy task of three-option letter questions, its official file a list in item order."""
+    """A toy task of three-option letter questions, its official file a list in item order; `system`: the prompts'
+    system message (none by default)."""
 
     name = "toy"
     answer_limits = AnswerLimits(local=16, api=16, source="toy letters")
 
-    def __init__(self, items):
+    def __init__(self, items, system: str | None = None):
         self._items = items
+        self._system = system
 
     def items(self):
         return self._items
 
     def prompt(self, item):
-        return Prompt((Prompt.VISUAL, item.question, "(A) x\n(B) y\n(C) z"))
+        return Prompt((Prompt.VISUAL, item.question, "(A) x\n(B) y\n(C) z"), system=self._system)
 
     def parse(self, item, reply):
         return parse_letter(reply, item.options)

@@ -46,6 +46,10 @@ RETRIEVAL_SHORT = dict(n_train=1, n_val=1, n_test=1, minutes=(12, 14), steps_per
 # train.py end to end: two training recordings, 200 step samples each
 TRAIN = dict(n_train=2, n_val=1, n_test=1, minutes=(4, 5), steps_per_video=(3, 5), samples_per_video=200,
              retrieval_samples_per_video=20, questions_per_video=2)
+# the all-layer towers end to end (text under each LFB head, VideoMAE, the 1 fps cells): TRAIN's recordings with 60
+# step samples each; what those runs check (each tower trains and tests end to end, the official scorer agrees)
+# needs no more, and every sample is a window through a trainable encoder
+TOWERS = {**TRAIN, "samples_per_video": 60}
 # train.py end to end where a run's intervals are read: with one test recording the recordings' interval is
 # undefined (Student's t has no degree of freedom), so these runs have two
 TRAIN_TWO_TESTS = {**TRAIN, "n_test": 2}

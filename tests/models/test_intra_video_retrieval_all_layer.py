@@ -21,7 +21,7 @@ from spacewalk.core.io import load_json
 from spacewalk.media.video import open_video, sparse_timestamps
 
 from helpers.commands import run_command
-from helpers.synthetic_presets import RETRIEVAL_SHORT
+from helpers.synthetic_presets import RETRIEVAL_LONG_STEPS, RETRIEVAL_SHORT
 from helpers.tiny_encoders import tiny_clip
 
 BANK = dict(segment_seconds=12.0, fps=1.0, frame_size=32, video_backend="pyav")
@@ -94,33 +94,37 @@ def test_recipe_errors():
 
 # ---- train.py end to end -------------------------------------------------------------------------
 
-# test_intra_video_retrieval's tiny set with fewer, longer steps: with 4-6 its val video has one usable pair
-TINY = ["+data.synthetic.n_train=2", "+data.synthetic.n_val=1", "+data.synthetic.n_test=1",
-        "+data.synthetic.minutes=[15,18]", "+data.synthetic.steps_per_video=[3,4]",
-        "+data.synthetic.samples_per_video=50", "+data.synthetic.retrieval_samples_per_video=10",
-        "+data.synthetic.questions_per_video=2", "+data.synthetic.video_fps=0.5", "+data.synthetic.frame_size=16"]
 VIDEO = ["task=intra_video_retrieval", "model=ivr_all_layer", "modalities=video", "encoder=tiny_clip", "context=30s",
          "trainer.max_epochs=3", "model.video_lr=3e-3", "datamodule.num_frames=4", "datamodule.video_backend=pyav",
          "datamodule.sampler.samples_per_video=60", "logger=csv"]
 
 
-def train(tmp, run_dir, *overrides):
-    cmd = ["train.py", f"data.synthetic_root={tmp / 'synthetic'}", f"paths.data_dir={tmp / 'data'}",
-           *TINY,
-           *overrides, f"hydra.run.dir={run_dir}"]
-    run_command(*cmd)
+@pytest.fixture(scope="module")
+def data(spacewalk18_run_data) -> list[str]:
+    """The runs' data overrides: RETRIEVAL_LONG_STEPS (with 4-6 steps its val recording has one usable pair), one
+    root and one data folder (its banks built by the first run that needs them) for every run of the session."""
+    return spacewalk18_run_data(RETRIEVAL_LONG_STEPS)
+
+
+def train(data, run_dir, *overrides):
+    run_command("train.py", *data, *overrides, f"hydra.run.dir={run_dir}")
     return load_json(run_dir / "metrics.json")
 
 
-def scorer(tmp, run_dir, samples_per_video):
-    """`python -m spacewalk.score` on the run's predictions, with the generated test samples as the test file."""
+def scorer(synthetic_spacewalk18, tmp, run_dir, samples_per_video):
+    """`python -m spacewalk.score` on the run's predictions, with the generated test samples as the test file (in a
+    copy of the root: the shared root keeps its own files)."""
+    import shutil
+
     from spacewalk.benchmarks.spacewalk18.data.retrieval_sampler import (
         recording_retrieval_samples,
         retrieval_samples_to_json,
     )
     from spacewalk.core.io import write_json
 
-    root = tmp / "synthetic"
+    root = tmp / "scored_root"
+    if not root.is_dir():
+        shutil.copytree(synthetic_spacewalk18(**RETRIEVAL_LONG_STEPS), root)
     config = RetrievalSamplerConfig(samples_per_video=samples_per_video)
     samples = {r.video_id: recording_retrieval_samples(r, config) for r in Spacewalk18(root).split("test")}
     write_json(root / "tasks/intra-video_retrieval/test.json", retrieval_samples_to_json(samples))
@@ -130,40 +134,40 @@ def scorer(tmp, run_dir, samples_per_video):
 
 
 @pytest.fixture(scope="module")
-def video_run(tmp_path_factory):
+def video_run(tmp_path_factory, data):
     tmp = tmp_path_factory.mktemp("ivr_all_layer")
-    return tmp, train(tmp, tmp / "video", *VIDEO)
+    return tmp, train(data, tmp / "video", *VIDEO)
 
 
 @pytest.mark.slow
-def test_the_tiny_video_backbone_learns_and_the_scorer_agrees(video_run):
+def test_the_tiny_video_backbone_learns_and_the_scorer_agrees(video_run, data, synthetic_spacewalk18):
     tmp, m = video_run
     run_dir = tmp / "video"
     assert m["modalities"] == "video" and m["checkpoint"].endswith(".ckpt") and m["best_val_loss"] is not None
-    official = scorer(tmp, run_dir, 60)
+    official = scorer(synthetic_spacewalk18, tmp, run_dir, 60)
     assert official["Accuracy"] == m["Accuracy"] and official["per_video"] == m["per_video"]
     assert (run_dir / "missed").is_dir() and list((run_dir / "csv").rglob("metrics.csv"))
     # the same towers untrained (lr 0): zero-shot with the random backbone. The synthetic colours make this set
     # easy for it (val 100 %, test 92 % when written), so what training shows is the val loss: about halved
-    untrained = train(tmp, tmp / "untrained", *VIDEO, "model.video_lr=0", "trainer.max_epochs=1", "plots=false")
+    untrained = train(data, tmp / "untrained", *VIDEO, "model.video_lr=0", "trainer.max_epochs=1", "plots=false")
     assert m["best_val_loss"] < 0.75 * untrained["best_val_loss"], (m["best_val_loss"], untrained["best_val_loss"])
     assert m["val"]["Accuracy"] > 80 and m["Accuracy"] > 80, m
 
 
 @pytest.mark.slow
-def test_two_ddp_processes_give_one_process_numbers(video_run):
+def test_two_ddp_processes_give_one_process_numbers(video_run, data):
     tmp, one = video_run
-    two = train(tmp, tmp / "video_ddp", *VIDEO, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2")
+    two = train(data, tmp / "video_ddp", *VIDEO, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2")
     assert two["best_val_loss"] == pytest.approx(one["best_val_loss"], rel=1e-4)
     assert two["Accuracy"] == pytest.approx(one["Accuracy"], abs=2.0)  # a sample is 1/60 of a video
 
 
 @pytest.mark.slow
-def test_the_frozen_recipes_run_on_two_ddp_processes(tmp_path):
+def test_the_frozen_recipes_run_on_two_ddp_processes(tmp_path, data):
     frozen = ["task=intra_video_retrieval", "model=ivr_last_layer", "context=30s", "trainer.max_epochs=2",
               "datamodule.batch_size=64", "datamodule.sampler.samples_per_video=101", "logger=csv", "plots=false"]
-    one = train(tmp_path, tmp_path / "one", *frozen)
-    two = train(tmp_path, tmp_path / "two", *frozen, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2")
+    one = train(data, tmp_path / "one", *frozen)
+    two = train(data, tmp_path / "two", *frozen, "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2")
     assert two["best_val_loss"] == pytest.approx(one["best_val_loss"], rel=1e-5)
     assert two["per_video"] == pytest.approx(one["per_video"], abs=1e-9)
     assert two["val"]["Accuracy"] == pytest.approx(one["val"]["Accuracy"], abs=1e-9)
@@ -183,13 +187,13 @@ def test_the_config_keeps_the_paper_settings():
 
 
 @pytest.mark.slow
-def test_the_text_tower_runs_end_to_end_and_untrained_predicts_as_zero_shot(tmp_path):
+def test_the_text_tower_runs_end_to_end_and_untrained_predicts_as_zero_shot(tmp_path, data, synthetic_spacewalk18):
     common = ["task=intra_video_retrieval", "context=30s", "datamodule.sampler.samples_per_video=60", "logger=csv",
               "plots=false"]
-    untrained = train(tmp_path, tmp_path / "all_layer", *common, "model=ivr_all_layer", "model.text_lr=0")
-    train(tmp_path, tmp_path / "zero_shot", *common, "model=ivr_zero_shot")  # its predictions.json is read below
+    untrained = train(data, tmp_path / "all_layer", *common, "model=ivr_all_layer", "model.text_lr=0")
+    train(data, tmp_path / "zero_shot", *common, "model=ivr_zero_shot")  # its predictions.json is read below
     assert untrained["modalities"] == "text" and untrained["checkpoint"].endswith(".ckpt")
-    official = scorer(tmp_path, tmp_path / "all_layer", 60)
+    official = scorer(synthetic_spacewalk18, tmp_path, tmp_path / "all_layer", 60)
     assert official["Accuracy"] == untrained["Accuracy"] and official["per_video"] == untrained["per_video"]
     # the same predictions but where the bank's float16 features tip a near-tie: at most 2 of a video's 60
     pa, pb = (load_json(tmp_path / d / "predictions.json") for d in ("all_layer", "zero_shot"))

@@ -15,13 +15,11 @@ from PIL import Image
 
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.openai_chat import OpenAIChatBackend
-from spacewalk.multiple_choice.generation import AnswerLimits
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
-from spacewalk.multiple_choice.parsing import parse_letter
 from spacewalk.multiple_choice.task import Prompt
 
 from helpers.encoded_videos import tiny_video
-from helpers.openai_stub import stub_fixture
+from helpers.openai_stub import Task, stub_fixture
 
 stub = stub_fixture(TEST_API_KEY="sk-test")
 
@@ -34,27 +32,8 @@ def client(**settings) -> OpenAIChatBackend:
                                  "concurrency": 1} | settings))
 
 
-class Task:
-    name = "toy"
-    answer_limits = AnswerLimits(local=16, api=16, source="toy letters")
-
-    def __init__(self, items):
-        self._items = items
-
-    def items(self):
-        return self._items
-
-    def prompt(self, item):
-        return Prompt((Prompt.VISUAL, item.question, "(A) x\n(B) y\n(C) z"), system="Be brief.")
-
-    def parse(self, item, reply):
-        return parse_letter(reply, item.options)
-
-    def metrics(self, items, records):
-        return {"Accuracy": 100 * float(np.mean([r.correct for r in records]))}
-
-    def write_outputs(self, items, records, out_dir):
-        pass
+def toy_task(items) -> Task:
+    return Task(items, system="Be brief.")
 
 
 @pytest.fixture
@@ -72,8 +51,8 @@ def test_requests_retries_and_answers_through_the_runner(stub, items, tmp_path):
     stub.queue = [(429, "slow down", 0), (503, "overloaded", 0), (200, "(B)", 0.5)]
     stub.default = "Answer: B"
     # the 429 and the 503 are retried; the third attempt times out (0.5 s > 0.25 s) and is retried too
-    metrics = runner.run(Task(items), client(timeout_seconds=0.25), tmp_path, progress=False)
-    assert metrics == {"Accuracy": 100.0}
+    metrics = runner.run(toy_task(items), client(timeout_seconds=0.25), tmp_path, progress=False)
+    assert metrics == {"Accuracy": 100.0, "count": 2}
     assert len(stub.requests) == 5  # 4 attempts for the first item, 1 for the second
     first = stub.requests[0]
     assert first["path"] == "/v1/chat/completions" and first["auth"] == "Bearer sk-test"
@@ -99,11 +78,11 @@ def test_requests_retries_and_answers_through_the_runner(stub, items, tmp_path):
 def test_gives_up_after_max_retries_and_does_not_retry_client_errors(stub, items):
     stub.queue = [(500, "down", 0)] * 3
     with pytest.raises(RuntimeError, match="gave up after 3 attempts; last: HTTP 500"):
-        client(max_retries=2).answer(items[:1], [Task(items).prompt(items[0])])
+        client(max_retries=2).answer(items[:1], [toy_task(items).prompt(items[0])])
     stub.queue = [(400, "bad image", 0)]
     n = len(stub.requests)
     with pytest.raises(RuntimeError, match="HTTP 400.*bad image"):
-        client().answer(items[:1], [Task(items).prompt(items[0])])
+        client().answer(items[:1], [toy_task(items).prompt(items[0])])
     assert len(stub.requests) == n + 1
 
 
@@ -118,7 +97,7 @@ def test_request_rate_limit_and_text_only(stub, items):
         return slot
 
     backend._wait_for_rate_limit = waited
-    backend.answer(items, [Task(items).prompt(i) for i in items])
+    backend.answer(items, [toy_task(items).prompt(i) for i in items])
     assert backend.generate([Prompt(("Say hi.",))]) == ["Answer: B"]
     # slots 0.1 s apart, none sent early (a late wake-up on a loaded machine only sends it later)
     assert len(stub.requests) == 3 and len(sent) == 3 and min(np.diff([s for s, _ in sent])) >= 0.1 - 1e-9

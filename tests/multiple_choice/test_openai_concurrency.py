@@ -46,6 +46,7 @@ def test_requests_in_flight_give_the_files_of_a_serial_run(stub, items, tmp_path
     serial = runner.run(Task(items), client(concurrency=1), tmp_path / "serial", progress=False)
     assert stub.max_in_flight == 1
     stub.max_in_flight = 0
+    stub.gather = 8  # the first replies wait for the eighth request: the client must open that many at once
     start = len(stub.requests)
     concurrent = runner.run(Task(items), client(concurrency=8), tmp_path / "concurrent", progress=False)
     assert stub.max_in_flight == 8  # never more than asked, and as many

@@ -1,6 +1,6 @@
 """train.py model=all_layer end to end on a small synthetic set: a tiny random video backbone learns, two DDP
-processes give one process's numbers, a run resumed mid-epoch ends where the straight run ends, and the
-trainable text tower (MiniLM) runs."""
+processes give one process's numbers, a run resumed mid-epoch ends where the straight run ends, and a smoke run
+with limited batches ends cleanly (the other towers: test_all_layer_towers_e2e.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from helpers.commands import run_command
-from helpers.end_to_end import metrics, official_scores, run
-from helpers.synthetic_presets import ALL_LAYER, TRAIN
+from helpers.end_to_end import metrics, official_scores
+from helpers.synthetic_presets import ALL_LAYER
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +26,6 @@ def all_layer_data(spacewalk18_run_data) -> list[str]:
     """The ALL_LAYER set (three training recordings of 100 samples: 19 global batches of 16 an epoch, steps enough
     that chance is low) as data overrides, for train.py and evaluate.py alike."""
     return spacewalk18_run_data(ALL_LAYER)
-
-
-@pytest.fixture
-def train_data(spacewalk18_run_data) -> list[str]:
-    """test_train_e2e's set (TRAIN: 2 x 200 training samples)."""
-    return spacewalk18_run_data(TRAIN)
 
 
 def run_data(data: list[str], script: str, *overrides: str):
@@ -90,34 +84,6 @@ def test_two_process_ddp_equals_one_process(straight, all_layer_data):
     pa, pb = (json.loads((d / "predictions.json").read_text()) for d in (run_dir, two))
     same = sum(x["prediction"] == y["prediction"] for v in pa for x, y in zip(pa[v], pb[v]))
     assert same >= 0.99 * sum(len(pa[v]) for v in pa)
-
-
-@pytest.mark.parametrize("lfb", ["null", "cat"])
-def test_the_trainable_text_tower_runs_end_to_end(tmp_path, lfb, train_data, synthetic_spacewalk18):
-    run_dir = tmp_path / "text"
-    run("train.py", train_data, "model=all_layer", "modalities=text", "context=1min", f"model.head.lfb={lfb}",
-        "logger=csv", "plots=false", f"hydra.run.dir={run_dir}")  # test_train_e2e's tiny data: 2 x 200 samples
-    m = metrics(run_dir)
-    assert m["model"] == "TrainableTowers" and m["best_val_loss"] is not None
-    config = (run_dir / "config.resolved.yaml").read_text()
-    assert f"text_cells: {lfb}" in config
-    official = official_scores(synthetic_spacewalk18(**TRAIN), "test", run_dir / "predictions.json")
-    assert {k: m[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
-
-
-@pytest.mark.parametrize("overrides", [("encoder=tiny_videomae",),
-                                       ("encoder=tiny_clip", "datamodule.frames=cells", "model.head.lfb=avg")],
-                         ids=["videomae", "cells_lfb_avg"])
-def test_the_other_video_towers_run_end_to_end(tmp_path, overrides, train_data, synthetic_spacewalk18):
-    # a clip-model tower (VideoMAE: against the animations' VideoMAE features) and the 1 fps cells under LFB Avg,
-    # through train.py on test_train_e2e's tiny data
-    run_dir = tmp_path / "run"
-    run("train.py", train_data, "model=all_layer", "modalities=video", "context=1min", *overrides, "logger=csv",
-        "plots=false", f"hydra.run.dir={run_dir}")
-    m = metrics(run_dir)
-    assert m["model"] == "TrainableTowers" and m["best_val_loss"] is not None
-    official = official_scores(synthetic_spacewalk18(**TRAIN), "test", run_dir / "predictions.json")
-    assert {k: m[k] for k in ("Accuracy", "mAP", "IoU")} == {k: official[k] for k in ("Accuracy", "mAP", "IoU")}
 
 
 def test_a_smoke_run_with_limited_batches_ends_cleanly(straight, all_layer_data):
