@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
@@ -108,6 +109,17 @@ def atomic_dir(path: str | Path, replace: bool = True) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def remove_leftover_work(path: str | Path) -> list[Path]:
+    """Delete the work folders `atomic_dir(path)` left beside `path` when its process was killed (a signal ends it
+    without the cleanup) and return them. Call it only where no other writer of `path` can be running (under the
+    lock its writers share): a live writer's work folder looks the same."""
+    path = Path(path)
+    leftovers = sorted(path.parent.glob(f".{glob.escape(path.name)}.*.partial")) if path.parent.is_dir() else []
+    for folder in leftovers:
+        shutil.rmtree(folder, ignore_errors=True)
+    return leftovers
 
 
 def _install_dir(work: Path, path: Path, replace: bool) -> None:

@@ -4,7 +4,7 @@ generated dataset written on first use, reused, rewritten when its options chang
 import pytest
 
 from spacewalk.core.errors import DataError
-from spacewalk.core.io import atomic_dir, ensure_generated, load_json, write_json
+from spacewalk.core.io import atomic_dir, ensure_generated, load_json, remove_leftover_work, write_json
 
 
 def test_atomic_dir_installs_replaces_and_cleans_up(tmp_path):
@@ -73,3 +73,16 @@ def test_load_json_refuses_a_key_repeated_in_one_object(tmp_path):
     assert (e.value.file, e.value.item, e.value.field) == (path, "v1", "v1")
     path.write_text('[{"id": 1}, {"id": 1}]')  # the same key in two objects is no repeat
     assert load_json(path) == [{"id": 1}, {"id": 1}]
+
+
+def test_a_killed_writers_work_folder_is_removed_and_nothing_else(tmp_path):
+    # a signal ends a process without atomic_dir's cleanup: its work folder stays beside the final one
+    (tmp_path / "bank").mkdir()
+    left = tmp_path / ".bank.k3j9x.partial"
+    left.mkdir()
+    (left / "half.npy").write_bytes(b"x")
+    other = tmp_path / ".banks.a1.partial"  # another folder's work: a prefix of its name is not this one
+    other.mkdir()
+    assert remove_leftover_work(tmp_path / "bank") == [left]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".banks.a1.partial", "bank"]
+    assert remove_leftover_work(tmp_path / "missing" / "bank") == []

@@ -37,6 +37,7 @@ from spacewalk.benchmarks.spacewalk18.features.load import (
     load_video_arrays,
 )
 from spacewalk.core.errors import ConfigError, DataError
+from spacewalk.core.io import remove_leftover_work
 from spacewalk.media.grid import num_cells
 
 if TYPE_CHECKING:  # the interface lives with the encoders; importing it at run time would pull in torch
@@ -107,6 +108,8 @@ class FeatureBank:
                     log.info("feature bank: %s was built by another process meanwhile", video_id)
                     continue
                 log.info("feature bank: building %s (%s)", video_id, reason)
+                for leftover in remove_leftover_work(folder):  # a killed build's work folder: the lock says none runs
+                    log.info("feature bank: removed %s, left by an interrupted build", leftover.name)
                 self.builder.build(rec, folder, self._expected_meta(rec, with_video), with_video, progress)
             built.append(video_id)
         return built
