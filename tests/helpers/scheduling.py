@@ -20,12 +20,10 @@ def module_of(item) -> str:
 
 
 def heaviest_modules_first(items: list) -> None:
-    """Sort `items` in place: modules by (slow tests, tests) descending, each module's tests in their own order."""
+    """Sort `items` in place: modules by (slow tests, tests) descending; the sort is stable, so each module's tests
+    stay together in their own order, and modules of equal weight in the order collected."""
     slow, tests = Counter(), Counter()
     for item in items:
         tests[module_of(item)] += 1
         slow[module_of(item)] += item.get_closest_marker("slow") is not None
-    first_seen = {}
-    for index, item in enumerate(items):
-        first_seen.setdefault(module_of(item), index)
-    items.sort(key=lambda item: (-slow[module_of(item)], -tests[module_of(item)], first_seen[module_of(item)]))
+    items.sort(key=lambda item: (-slow[module_of(item)], -tests[module_of(item)]))

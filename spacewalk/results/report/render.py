@@ -211,7 +211,8 @@ def comparison_markdown(table: ComparisonTable, placeholders: Placeholders | Non
     spec = table.spec
     lines = [f"### {spec.title}\n"] if spec.title else []
     if table.compared:
-        lines += markdown_table(table.header(), table.rows())
+        rows = table.rows()
+        lines += markdown_table(table.header(), rows)
         from spacewalk.results.compare import NEW_RECORDINGS, NEW_UNITS, RECIPES, THESE_RECORDINGS
         from spacewalk.results.report.spec import SHORT
 
@@ -225,7 +226,7 @@ def comparison_markdown(table: ComparisonTable, placeholders: Placeholders | Non
             SHORT[NEW_UNITS]: f"new units, these runs on other units of the same kind (questions, queries: the "
                               f"sign-flip test and Student's t over the units' paired differences where the number "
                               f"is their mean, otherwise the {bootstrap})"}
-        used = {row[-1] for row in table.rows()}  # the claim column: only the claims the table answers
+        used = {row[-1] for row in rows}  # the claim column: only the claims the table answers
         legend = "; ".join(text for short, text in meanings.items() if short in used)
         lines += ["", f"Paired on the same items (spacewalk/results/compare.py, whose docstring says what each claim "
                   f"asks). claim: {legend}; detects: the smallest difference found with 80 % power at 0.05. "
