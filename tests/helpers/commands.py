@@ -3,10 +3,14 @@ way a test runs one of the project's commands."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from helpers.forked_commands import Launcher
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
@@ -39,11 +43,45 @@ def run_command(*args, env: dict | None = None, check: bool = True, timeout: flo
                 ) -> subprocess.CompletedProcess:
     """`python ARGS` in the repository, as a user runs the project's commands (train.py, evaluate.py, -m
     spacewalk.score, ...): offline, with tests/ importable (backends a test names by _target_); with `check`, a
-    non-zero exit fails the test showing the end of stderr."""
+    non-zero exit fails the test showing the end of stderr. The command runs as a child of this process's launcher,
+    which has imported torch and Lightning once (helpers/forked_commands.py says what that changes), or in a fresh
+    interpreter for `python -c`, for a command given variables of its own in `env`, and everywhere under
+    SPACEWALK_TEST_FRESH_INTERPRETERS=1."""
     path = os.pathsep.join([str(REPO), str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])
     environment = os.environ | OFFLINE | {"PYTHONPATH": path} | (env or {})
-    result = subprocess.run([sys.executable, *map(str, args)], cwd=REPO, capture_output=True, text=True,
-                            env=environment, timeout=timeout)
+    args = [str(a) for a in args]
+    launcher = None if env or args[0] == "-c" or not forking() else _launcher_for(environment)
+    if launcher is None:
+        result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, env=environment,
+                                timeout=timeout)
+    else:
+        with tempfile.TemporaryDirectory(prefix="command-") as folder:
+            stdout, stderr = Path(folder) / "stdout", Path(folder) / "stderr"
+            returncode = launcher.run(args, environment, stdout, stderr, timeout)
+            # decoded as subprocess.run(text=True) decodes: the locale's encoding, universal newlines
+            result = subprocess.CompletedProcess([sys.executable, *args], returncode, stdout.read_text(),
+                                                 stderr.read_text())
     if check:
         assert result.returncode == 0, result.stderr[-4000:]
     return result
+
+
+def forking() -> bool:
+    return os.environ.get("SPACEWALK_TEST_FRESH_INTERPRETERS") != "1"
+
+
+# variables pytest changes from test to test, read by nothing at import time
+PER_TEST_VARIABLES = ("PYTEST_CURRENT_TEST",)
+_launchers: list[Launcher] = []
+
+
+def _launcher_for(environment: dict) -> Launcher | None:
+    """This process's launcher, started with the first command's environment; None for a command whose environment
+    differs from it otherwise than in PER_TEST_VARIABLES (a test changed a variable: a fresh interpreter reads it)."""
+    def steady(variables: dict) -> dict:
+        return {k: v for k, v in variables.items() if k not in PER_TEST_VARIABLES}
+
+    if not _launchers or not _launchers[0].alive():
+        _launchers[:] = [Launcher(environment, REPO)]
+        atexit.register(_launchers[0].close)
+    return _launchers[0] if steady(environment) == steady(_launchers[0].environment) else None

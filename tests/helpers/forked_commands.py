@@ -1,0 +1,123 @@
+"""Commands run as children forked from a process that has already imported torch and Lightning.
+
+A fresh `python train.py ...` spends about 7 s of CPU importing torch and pytorch_lightning (which imports
+torchmetrics, torchvision and scipy) before it reads its first override, and the suite runs about 150 commands,
+100 of them train.py or evaluate.py. Each test process therefore starts one launcher (`python -m
+helpers.forked_commands`, taking requests and giving replies on two pipes of its own) that imports those libraries
+once; each command is a fork of it which takes the command's environment, standard streams, argv and sys.path[0],
+and runs the script or module as `python` would (runpy, as `__main__`; its SystemExit and traceback handled by the
+interpreter, its atexit handlers run). The command is still its own process with its own exit status, and its
+traceback, when it has one, shows the launcher's frames above the script's; otherwise what differs from a fresh
+interpreter is only that those third-party modules are already imported, with the launcher's environment.
+
+What runs in a fresh interpreter instead (helpers/commands.py): `python -c` (tests that block imports before
+anything runs) and any command whose environment differs from the launcher's (a library may read a variable when
+it is imported: OpenMP reads OMP_NUM_THREADS, huggingface_hub HF_HUB_OFFLINE). SPACEWALK_TEST_FRESH_INTERPRETERS=1
+runs every command in a fresh interpreter, as a user's shell does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+
+# what every train.py / evaluate.py run imports, and what makes up most of its start-up time
+PREIMPORTED = ("torch", "pytorch_lightning", "hydra", "omegaconf", "transformers")
+
+
+class Launcher:
+    """The test-process side: one launcher process started with `environment`, asked to run one command at a time."""
+
+    def __init__(self, environment: dict, cwd) -> None:
+        self.environment = dict(environment)
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        # requests and replies on their own pipes: the launcher's standard streams are the ones its children take
+        self.process = subprocess.Popen([sys.executable, "-m", "helpers.forked_commands", str(request_read),
+                                         str(reply_write)], cwd=cwd, env=self.environment, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, pass_fds=(request_read, reply_write))
+        os.close(request_read)
+        os.close(reply_write)
+        self.requests = os.fdopen(request_write, "w", buffering=1)
+        self.replies = os.fdopen(reply_read, "r")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def run(self, args: list[str], environment: dict, stdout_path, stderr_path, timeout: float | None) -> int:
+        """The command's exit status (negative: the signal that ended it, as subprocess reports it); past `timeout`
+        its process group is killed and subprocess.TimeoutExpired raised."""
+        self.requests.write(json.dumps({"args": args, "environment": environment, "stdout": str(stdout_path),
+                                        "stderr": str(stderr_path)}) + "\n")
+        pid = json.loads(self._reply(None))["pid"]
+        try:
+            return json.loads(self._reply(timeout))["returncode"]
+        except subprocess.TimeoutExpired:
+            os.killpg(pid, signal.SIGKILL)
+            self._reply(None)
+            raise
+
+    def _reply(self, timeout: float | None) -> str:
+        ready, _, _ = select.select([self.replies], [], [], timeout)
+        if not ready:
+            raise subprocess.TimeoutExpired(self.process.args, timeout)
+        line = self.replies.readline()
+        if not line:
+            raise RuntimeError(f"the command launcher exited (status {self.process.wait()})")
+        return line
+
+    def close(self) -> None:
+        self.requests.close()
+        self.replies.close()
+        self.process.wait(timeout=30)
+
+
+def _run_as_main(args: list[str], environment: dict, stdout_path: str, stderr_path: str) -> None:
+    """In the forked child: become `python ARGS` with its streams in the two files; never returns."""
+    import runpy
+
+    os.setpgid(0, 0)  # a timeout kills the command and whatever it started
+    os.environ.clear()
+    os.environ.update(environment)
+    # the launcher's sys.stdout and sys.stderr (opened on /dev/null: buffered as on a file) now write to the files
+    os.dup2(os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1)
+    os.dup2(os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+    if args[0] == "-m":
+        sys.argv = ["-m", *args[2:]]
+        sys.path[0] = os.getcwd()
+        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(args)
+        sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
+        runpy.run_path(args[0], run_name="__main__")
+    sys.exit(0)
+
+
+def _serve(request_fd: int, reply_fd: int) -> None:
+    import importlib
+
+    for name in PREIMPORTED:
+        importlib.import_module(name)
+    requests, replies = os.fdopen(request_fd, "r"), os.fdopen(reply_fd, "w", buffering=1)
+    for line in requests:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            requests.close()
+            replies.close()
+            _run_as_main(request["args"], request["environment"], request["stdout"], request["stderr"])
+        try:
+            os.setpgid(pid, pid)  # also here: the test may kill the group before the child has run its setpgid
+        except (PermissionError, ProcessLookupError):  # the child has already exec'd a program or exited
+            pass
+        replies.write(json.dumps({"pid": pid}) + "\n")
+        _, status = os.waitpid(pid, 0)
+        replies.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]))

@@ -1,0 +1,103 @@
+"""The launcher the suite runs its commands through (helpers/forked_commands.py) against a fresh interpreter: the
+same exit status, streams, argv, sys.path[0], working directory and environment for a script and for `python -m`,
+an uncaught exception and a SystemExit with a message reported as Python reports them, a timeout that kills the
+command and leaves the launcher serving, and the commands that must start a fresh interpreter doing so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers import commands
+from helpers.commands import REPO, run_command
+from helpers.forked_commands import Launcher
+
+REPORT = """
+import json, os, sys
+print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "name": __name__, "cwd": os.getcwd(),
+                  "marker": os.environ.get("FORKED_MARKER"), "main_file": sys.modules["__main__"].__file__}))
+print("to stderr", file=sys.stderr)
+sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 0)
+"""
+
+
+@pytest.fixture(scope="module")
+def launcher():
+    environment = os.environ | {"FORKED_MARKER": "launcher", "PYTHONPATH": os.pathsep.join(
+        [str(REPO), str(REPO / "tests")])}
+    launcher = Launcher(environment, REPO)
+    yield launcher
+    launcher.close()
+
+
+def both(launcher, tmp_path, args: list[str], environment: dict | None = None, timeout: float = 120):
+    """(returncode, stdout, stderr) from the launcher, then from a fresh interpreter, for the same command."""
+    environment = environment or launcher.environment
+    out, err = tmp_path / "out", tmp_path / "err"
+    forked = (launcher.run(args, environment, out, err, timeout), out.read_text(), err.read_text())
+    fresh = subprocess.run([sys.executable, *args], cwd=REPO, env=environment, capture_output=True, text=True,
+                           timeout=timeout)
+    return forked, (fresh.returncode, fresh.stdout, fresh.stderr)
+
+
+def test_a_script_sees_what_a_fresh_interpreter_gives_it(launcher, tmp_path):
+    script = tmp_path / "report.py"
+    script.write_text(REPORT)
+    forked, fresh = both(launcher, tmp_path, [str(script), "3", "x=1"])
+    assert forked == fresh and forked[0] == 3 and forked[2] == "to stderr\n"
+    seen = json.loads(forked[1])
+    assert seen["argv"] == [str(script), "3", "x=1"] and seen["path0"] == str(tmp_path)
+    assert seen["name"] == "__main__" and seen["cwd"] == str(REPO) and seen["marker"] == "launcher"
+
+
+def test_a_module_run_with_dash_m_and_the_environment_of_each_command(launcher, tmp_path):
+    (tmp_path / "in.json").write_text('{"b": 1, "a": [1, 2]}')
+    forked, fresh = both(launcher, tmp_path, ["-m", "json.tool", "--sort-keys", str(tmp_path / "in.json")])
+    assert forked == fresh and forked[0] == 0 and json.loads(forked[1]) == {"a": [1, 2], "b": 1}
+    # the variables of the command, not the launcher's (pytest changes PYTEST_CURRENT_TEST from test to test)
+    script = tmp_path / "report.py"
+    script.write_text(REPORT)
+    environment = launcher.environment | {"FORKED_MARKER": "this command"}
+    forked, fresh = both(launcher, tmp_path, [str(script)], environment)
+    assert forked == fresh and json.loads(forked[1])["marker"] == "this command"
+
+
+def test_an_uncaught_exception_and_a_message_exit_as_python_reports_them(launcher, tmp_path):
+    (tmp_path / "raises.py").write_text("raise KeyError('a bug')\n")
+    (tmp_path / "says.py").write_text("import sys\nsys.exit('error: a message')\n")
+    forked, fresh = both(launcher, tmp_path, [str(tmp_path / "raises.py")])
+    assert forked[0] == fresh[0] == 1 and forked[1] == fresh[1] == ""
+    for stderr in (forked[2], fresh[2]):
+        assert stderr.startswith("Traceback") and stderr.endswith("KeyError: 'a bug'\n")
+    forked, fresh = both(launcher, tmp_path, [str(tmp_path / "says.py")])
+    assert forked == fresh == (1, "", "error: a message\n")
+
+
+def test_a_timeout_kills_the_command_and_the_launcher_serves_the_next(launcher, tmp_path):
+    (tmp_path / "sleeps.py").write_text("import subprocess, sys, time\n"
+                                        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                                        "time.sleep(60)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        launcher.run([str(tmp_path / "sleeps.py")], launcher.environment, tmp_path / "o", tmp_path / "e", 2)
+    script = tmp_path / "report.py"
+    script.write_text(REPORT)
+    forked, fresh = both(launcher, tmp_path, [str(script), "0"])
+    assert forked == fresh and forked[0] == 0
+
+
+def test_run_command_starts_a_fresh_interpreter_where_the_launcher_could_differ(monkeypatch):
+    seen = []
+    real_run = subprocess.run
+    monkeypatch.setattr(commands.subprocess, "run", lambda *a, **k: seen.append(a[0][1]) or real_run(*a, **k))
+    # `python -c` (a test may block imports before anything runs), and a command given variables of its own (a
+    # library may read one when it is imported, before the command could set it)
+    assert run_command("-c", "print('c')").stdout == "c\n"
+    said = run_command("-m", "json.tool", "--help", env={"FORKED_MARKER": "own"})
+    assert said.returncode == 0 and seen == ["-c", "-m"]
+    if commands.forking():
+        run_command("-m", "json.tool", "--help")
+        assert seen == ["-c", "-m"]  # a plain command went to the launcher
