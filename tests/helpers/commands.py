@@ -75,13 +75,23 @@ PER_TEST_VARIABLES = ("PYTEST_CURRENT_TEST",)
 _launchers: list[Launcher] = []
 
 
-def _launcher_for(environment: dict) -> Launcher | None:
-    """This process's launcher, started with the first command's environment; None for a command whose environment
-    differs from it otherwise than in PER_TEST_VARIABLES (a test changed a variable: a fresh interpreter reads it)."""
+def _launcher_for(environment: dict) -> Launcher:
+    """This process's launcher for `environment`: the running one if it was started with the same variables (but for
+    PER_TEST_VARIABLES), else a new one in its place. A test that changes a variable for good (Lightning's
+    seed_everything sets PL_GLOBAL_SEED) costs one start of the launcher, and a library that reads a variable when
+    it is imported reads the command's value."""
     def steady(variables: dict) -> dict:
         return {k: v for k, v in variables.items() if k not in PER_TEST_VARIABLES}
 
-    if not _launchers or not _launchers[0].alive():
-        _launchers[:] = [Launcher(environment, REPO)]
-        atexit.register(_launchers[0].close)
-    return _launchers[0] if steady(environment) == steady(_launchers[0].environment) else None
+    if _launchers and _launchers[0].alive() and steady(environment) == steady(_launchers[0].environment):
+        return _launchers[0]
+    for launcher in _launchers:
+        launcher.close()
+    _launchers[:] = [Launcher(environment, REPO)]
+    return _launchers[0]
+
+
+@atexit.register
+def _close_launchers() -> None:
+    for launcher in _launchers:
+        launcher.close()

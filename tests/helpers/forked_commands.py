@@ -10,10 +10,11 @@ interpreter, its atexit handlers run). The command is still its own process with
 traceback, when it has one, shows the launcher's frames above the script's; otherwise what differs from a fresh
 interpreter is only that those third-party modules are already imported, with the launcher's environment.
 
-What runs in a fresh interpreter instead (helpers/commands.py): `python -c` (tests that block imports before
-anything runs) and any command whose environment differs from the launcher's (a library may read a variable when
-it is imported: OpenMP reads OMP_NUM_THREADS, huggingface_hub HF_HUB_OFFLINE). SPACEWALK_TEST_FRESH_INTERPRETERS=1
-runs every command in a fresh interpreter, as a user's shell does.
+A library may read a variable when it is imported (OpenMP reads OMP_NUM_THREADS, huggingface_hub HF_HUB_OFFLINE),
+so a launcher serves only commands with its own environment (helpers/commands.py): when the test process's
+variables change, a new launcher takes its place, and `python -c` (tests that block imports before anything runs)
+and a command given variables of its own start a fresh interpreter. SPACEWALK_TEST_FRESH_INTERPRETERS=1 runs every
+command in a fresh interpreter, as a user's shell does.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def test_a_timeout_kills_the_command_and_the_launcher_serves_the_next(launcher, 
     assert forked == fresh and forked[0] == 0
 
 
-def test_run_command_starts_a_fresh_interpreter_where_the_launcher_could_differ(monkeypatch):
+def test_run_command_starts_a_fresh_interpreter_where_the_launcher_could_differ(monkeypatch, tmp_path):
     seen = []
     real_run = subprocess.run
     monkeypatch.setattr(commands.subprocess, "run", lambda *a, **k: seen.append(a[0][1]) or real_run(*a, **k))
@@ -99,5 +99,11 @@ def test_run_command_starts_a_fresh_interpreter_where_the_launcher_could_differ(
     said = run_command("-m", "json.tool", "--help", env={"FORKED_MARKER": "own"})
     assert said.returncode == 0 and seen == ["-c", "-m"]
     if commands.forking():
-        run_command("-m", "json.tool", "--help")
-        assert seen == ["-c", "-m"]  # a plain command went to the launcher
+        script = tmp_path / "report.py"
+        script.write_text(REPORT)
+        assert json.loads(run_command(script).stdout)["marker"] is None
+        # a variable the test process changes for good (as seed_everything sets PL_GLOBAL_SEED): a new launcher
+        first = commands._launchers[0]
+        monkeypatch.setenv("FORKED_MARKER", "changed")
+        assert json.loads(run_command(script).stdout)["marker"] == "changed"
+        assert seen == ["-c", "-m"] and commands._launchers[0] is not first and not first.alive()
