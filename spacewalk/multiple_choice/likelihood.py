@@ -75,8 +75,9 @@ def continuation_logprobs(model, prompt_inputs: Mapping[str, Any], continuations
     first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
     cache = out[cache_key]
     scored: list[Scored] = [None] * len(continuations)  # type: ignore[list-item]
-    # one-token continuations need nothing past the prompt's own distribution
-    longer = [i for i, c in enumerate(continuations) if len(c) > 1]
+    # one-token continuations need nothing past the prompt's own distribution; the others go longest first, so that
+    # each batch pads its rows to lengths close to their own (options of 20 to 100 tokens are common)
+    longer = sorted((i for i, c in enumerate(continuations) if len(c) > 1), key=lambda i: -len(continuations[i]))
     for i, c in enumerate(continuations):
         if len(c) == 1:
             scored[i] = Scored((float(first[c[0]]),))

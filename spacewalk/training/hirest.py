@@ -16,6 +16,7 @@ re-runs a joint-model checkpoint's predictions and scores.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 from pathlib import Path
@@ -25,6 +26,7 @@ import hydra
 import pytorch_lightning as pl
 from omegaconf import DictConfig, open_dict
 
+from spacewalk.benchmarks.hirest.captioning_metrics import CaptionScorer
 from spacewalk.benchmarks.hirest.dataset import HiREST
 from spacewalk.benchmarks.hirest.evaluation import evaluate_hirest_baselines, overall_summary, score
 from spacewalk.benchmarks.hirest.joint_model_io import PREDICTION_FILES
@@ -67,8 +69,10 @@ def _strategy(cfg: DictConfig) -> None:
             cfg.trainer.strategy = "ddp_find_unused_parameters_true"
 
 
-def score_split(dataset: HiREST, split: str, pred_dir: Path, inference: str, bootstrap=None) -> dict[str, Any]:
-    """Official scores of the prediction files in `pred_dir` for the tasks `split` can score."""
+def score_split(dataset: HiREST, split: str, pred_dir: Path, inference: str, bootstrap=None,
+                caption_scorer=None) -> dict[str, Any]:
+    """Official scores of the prediction files in `pred_dir` for the tasks `split` can score (`caption_scorer`: a
+    CaptionScorer to reuse, else each split's captions start their own METEOR)."""
     results: dict[str, Any] = {}
     for task in SCORED[split]:
         if task == "step_captioning" and inference == "end_to_end":
@@ -79,7 +83,7 @@ def score_split(dataset: HiREST, split: str, pred_dir: Path, inference: str, boo
         if task == "step_captioning" and shutil.which("java") is None:
             results[task] = {"skipped": "java is not on PATH (METEOR and the PTB tokenizer need it)"}
             continue
-        results[task] = score(dataset, task, split, pred_dir / PREDICTION_FILES[task], bootstrap)
+        results[task] = score(dataset, task, split, pred_dir / PREDICTION_FILES[task], bootstrap, caption_scorer)
     return results
 
 
@@ -93,10 +97,15 @@ def predict_and_score(trainer: pl.Trainer, model, datamodule, dataset: HiREST, c
     model.output_dir = str(output_dir / "test")
     trainer.test(model, datamodule=datamodule, ckpt_path=ckpt_path)
     if trainer.is_global_zero:
-        for split in ("val", "test"):
-            results[split] = score_split(dataset, split, output_dir / split, inference, bootstrap)
-            for task, metrics in results[split].items():
-                log.info("%s %s: %s", split, task, overall_summary(metrics) if "all" in metrics else metrics["skipped"])
+        # one METEOR process for both splits' captions: each start costs about 7 s of CPU (loading its paraphrase
+        # table), and the process scores one request after another without carrying anything over
+        captions = inference != "end_to_end" and shutil.which("java") is not None
+        with CaptionScorer() if captions else contextlib.nullcontext() as caption_scorer:
+            for split in ("val", "test"):
+                results[split] = score_split(dataset, split, output_dir / split, inference, bootstrap, caption_scorer)
+                for task, metrics in results[split].items():
+                    log.info("%s %s: %s", split, task,
+                             overall_summary(metrics) if "all" in metrics else metrics["skipped"])
     return results
 
 

@@ -45,12 +45,13 @@ def run_command(*args, env: dict | None = None, check: bool = True, timeout: flo
     spacewalk.score, ...): offline, with tests/ importable (backends a test names by _target_); with `check`, a
     non-zero exit fails the test showing the end of stderr. The command runs as a child of this process's launcher,
     which has imported torch and Lightning once (helpers/forked_commands.py says what that changes), or in a fresh
-    interpreter for `python -c`, for a command given variables of its own in `env`, and everywhere under
-    SPACEWALK_TEST_FRESH_INTERPRETERS=1."""
+    interpreter for `python -c`, for a command given in `env` a variable the launcher's libraries might read when
+    imported (any but RUN_TIME_VARIABLES), and everywhere under SPACEWALK_TEST_FRESH_INTERPRETERS=1."""
     path = os.pathsep.join([str(REPO), str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])
     environment = os.environ | OFFLINE | {"PYTHONPATH": path} | (env or {})
     args = [str(a) for a in args]
-    launcher = None if env or args[0] == "-c" or not forking() else _launcher_for(environment)
+    own = [k for k, v in (env or {}).items() if os.environ.get(k) != v and not read_at_run_time(k)]
+    launcher = None if own or args[0] == "-c" or not forking() else _launcher_for(environment)
     if launcher is None:
         result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, env=environment,
                                 timeout=timeout)
@@ -70,18 +71,25 @@ def forking() -> bool:
     return os.environ.get("SPACEWALK_TEST_FRESH_INTERPRETERS") != "1"
 
 
-# variables pytest changes from test to test, read by nothing at import time
-PER_TEST_VARIABLES = ("PYTEST_CURRENT_TEST",)
+# Variables that no library the launcher imports (forked_commands.PREIMPORTED) reads when it is imported: pytest's
+# name of the running test, the project's own settings (spacewalk imports after the fork) and those of the
+# libraries it reads them for when a command runs (the OpenAI-compatible client, Lightning's SLURM environment).
+# A command may have its own values of these and still be forked from a launcher started without them.
+RUN_TIME_VARIABLES = ("PYTEST_CURRENT_TEST", "SPACEWALK_*", "OPENAI_*", "SLURM_*")
 _launchers: list[Launcher] = []
+
+
+def read_at_run_time(name: str) -> bool:
+    return any(name == v or (v.endswith("*") and name.startswith(v[:-1])) for v in RUN_TIME_VARIABLES)
 
 
 def _launcher_for(environment: dict) -> Launcher:
     """This process's launcher for `environment`: the running one if it was started with the same variables (but for
-    PER_TEST_VARIABLES), else a new one in its place. A test that changes a variable for good (Lightning's
+    RUN_TIME_VARIABLES), else a new one in its place. A test that changes a variable for good (Lightning's
     seed_everything sets PL_GLOBAL_SEED) costs one start of the launcher, and a library that reads a variable when
     it is imported reads the command's value."""
     def steady(variables: dict) -> dict:
-        return {k: v for k, v in variables.items() if k not in PER_TEST_VARIABLES}
+        return {k: v for k, v in variables.items() if not read_at_run_time(k)}
 
     if _launchers and _launchers[0].alive() and steady(environment) == steady(_launchers[0].environment):
         return _launchers[0]

@@ -13,21 +13,27 @@ interpreter is only that those third-party modules are already imported, with th
 A library may read a variable when it is imported (OpenMP reads OMP_NUM_THREADS, huggingface_hub HF_HUB_OFFLINE),
 so a launcher serves only commands with its own environment (helpers/commands.py): when the test process's
 variables change, a new launcher takes its place, and `python -c` (tests that block imports before anything runs)
-and a command given variables of its own start a fresh interpreter. SPACEWALK_TEST_FRESH_INTERPRETERS=1 runs every
-command in a fresh interpreter, as a user's shell does.
+and a command given a variable of its own that one of those libraries might read start a fresh interpreter.
+SPACEWALK_TEST_FRESH_INTERPRETERS=1 runs every command in a fresh interpreter, as a user's shell does.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import select
 import signal
 import subprocess
 import sys
+import weakref
 
-# what every train.py / evaluate.py run imports, and what makes up most of its start-up time
-PREIMPORTED = ("torch", "pytorch_lightning", "hydra", "omegaconf", "transformers")
+# what every train.py / evaluate.py run imports, and what makes up most of its start-up time: torch and Lightning
+# (about 7 s of CPU), then sentence-transformers (the MiniLM text encoder of nearly every Spacewalk-18 run, with
+# transformers' model code and scikit-learn: 1.3 s), open_clip (with timm: 1 s) and wandb (0.7 s)
+PREIMPORTED = ("torch", "pytorch_lightning", "hydra", "omegaconf", "transformers", "sentence_transformers",
+               "open_clip", "wandb")
 
 
 class Launcher:
@@ -58,7 +64,8 @@ class Launcher:
         try:
             return json.loads(self._reply(timeout))["returncode"]
         except subprocess.TimeoutExpired:
-            os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may have ended in the meantime
+                os.killpg(pid, signal.SIGKILL)
             self._reply(None)
             raise
 
@@ -82,6 +89,11 @@ def _run_as_main(args: list[str], environment: dict, stdout_path: str, stderr_pa
     import runpy
 
     os.setpgid(0, 0)  # a timeout kills the command and whatever it started
+    # the launcher's exit-time finalizers stay the launcher's: a temporary folder a library made when the launcher
+    # imported it serves the next command too, so the command's exit must not remove it (weakref.finalize keeps its
+    # finalizers in a private registry; _keep_import_time_folders takes care of the atexit handlers)
+    for finalizer in list(weakref.finalize._registry):
+        finalizer.atexit = False
     os.environ.clear()
     os.environ.update(environment)
     # the launcher's sys.stdout and sys.stderr (opened on /dev/null: buffered as on a file) now write to the files
@@ -98,11 +110,21 @@ def _run_as_main(args: list[str], environment: dict, stdout_path: str, stderr_pa
     sys.exit(0)
 
 
+def _keep_import_time_folders() -> None:
+    """wandb (imported by timm, which sentence-transformers and open_clip import) makes its media folder when it is
+    imported and registers its removal with atexit: the removal is the launcher's, at its own exit (the folder's
+    TemporaryDirectory finalizer), not each command's."""
+    private = sys.modules.get("wandb.sdk.data_types._private")
+    if private is not None:
+        atexit.unregister(private.MEDIA_TMP.cleanup)
+
+
 def _serve(request_fd: int, reply_fd: int) -> None:
     import importlib
 
     for name in PREIMPORTED:
         importlib.import_module(name)
+    _keep_import_time_folders()
     requests, replies = os.fdopen(request_fd, "r"), os.fdopen(reply_fd, "w", buffering=1)
     for line in requests:
         request = json.loads(line)

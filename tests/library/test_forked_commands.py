@@ -19,7 +19,8 @@ from helpers.forked_commands import Launcher
 REPORT = """
 import json, os, sys
 print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "name": __name__, "cwd": os.getcwd(),
-                  "marker": os.environ.get("FORKED_MARKER"), "main_file": sys.modules["__main__"].__file__}))
+                  "marker": os.environ.get("FORKED_MARKER"), "run_time": os.environ.get("SPACEWALK_TEST_MARKER"),
+                  "main_file": sys.modules["__main__"].__file__}))
 print("to stderr", file=sys.stderr)
 sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 0)
 """
@@ -102,8 +103,25 @@ def test_run_command_starts_a_fresh_interpreter_where_the_launcher_could_differ(
         script = tmp_path / "report.py"
         script.write_text(REPORT)
         assert json.loads(run_command(script).stdout)["marker"] is None
+        # a variable read only when a command runs (RUN_TIME_VARIABLES: the project's own), or one the test process
+        # already has with that value, keeps the command on the launcher, which gives it the command's value
+        first = commands._launchers[0]
+        said = json.loads(run_command(script, env={"SPACEWALK_TEST_MARKER": "own", "PATH": os.environ["PATH"]}).stdout)
+        assert said["run_time"] == "own" and seen == ["-c", "-m"] and commands._launchers[0] is first
         # a variable the test process changes for good (as seed_everything sets PL_GLOBAL_SEED): a new launcher
         first = commands._launchers[0]
         monkeypatch.setenv("FORKED_MARKER", "changed")
         assert json.loads(run_command(script).stdout)["marker"] == "changed"
         assert seen == ["-c", "-m"] and commands._launchers[0] is not first and not first.alive()
+
+
+def test_a_commands_exit_leaves_the_folders_the_launcher_made_when_it_imported(tmp_path):
+    # wandb (imported by timm, under sentence-transformers) makes its media folder when imported and removes it at
+    # exit: a command forked from the launcher, ending, must leave it to the next command
+    script = tmp_path / "media.py"
+    script.write_text("import os\nfrom wandb.sdk.data_types._private import MEDIA_TMP\n"
+                      "print(MEDIA_TMP.name, os.path.isdir(MEDIA_TMP.name))\n")
+    first, second = (run_command(script).stdout.split() for _ in range(2))
+    assert first[1] == second[1] == "True"
+    if commands.forking():
+        assert first[0] == second[0]  # the launcher's folder, not one of each command's own

@@ -1,7 +1,9 @@
 """train.py model=all_layer end to end with the other towers, on a tiny set (TOWERS: 2 x 60 training samples): the
 trainable text tower (MiniLM) under no LFB head and under LFB Cat, a clip-model video tower
-(VideoMAE) and the 1 fps cells under LFB Avg; each run's numbers are the official scorer's. (A module of its own,
-beside test_all_layer_e2e.py, so that the two run in parallel under `make test`.)"""
+(VideoMAE) and the 1 fps cells under LFB Avg; each run's numbers are the official scorer's. Each run trains on two
+batches (LIMIT): what these tests check is that the towers train, predict and score end to end, not what they
+learn (test_all_layer_e2e.py has a backbone that learns). (A module of its own, beside test_all_layer_e2e.py, so
+that the two run in parallel under `make test`.)"""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from helpers.end_to_end import metrics, official_scores, run
 from helpers.synthetic_presets import TOWERS
 
 pytestmark = pytest.mark.slow
+
+LIMIT = "+trainer.limit_train_batches=2"
 
 
 @pytest.fixture
@@ -23,7 +27,7 @@ def train_data(spacewalk18_run_data) -> list[str]:
 def test_the_trainable_text_tower_runs_end_to_end(tmp_path, lfb, train_data, synthetic_spacewalk18):
     run_dir = tmp_path / "text"
     run("train.py", train_data, "model=all_layer", "modalities=text", "context=1min", f"model.head.lfb={lfb}",
-        "logger=csv", "plots=false", f"hydra.run.dir={run_dir}")
+        "logger=csv", "plots=false", LIMIT, f"hydra.run.dir={run_dir}")
     m = metrics(run_dir)
     assert m["model"] == "TrainableTowers" and m["best_val_loss"] is not None
     config = (run_dir / "config.resolved.yaml").read_text()
@@ -40,7 +44,7 @@ def test_the_other_video_towers_run_end_to_end(tmp_path, overrides, train_data, 
     # through train.py on the tiny set
     run_dir = tmp_path / "run"
     run("train.py", train_data, "model=all_layer", "modalities=video", "context=1min", *overrides, "logger=csv",
-        "plots=false", f"hydra.run.dir={run_dir}")
+        "plots=false", LIMIT, f"hydra.run.dir={run_dir}")
     m = metrics(run_dir)
     assert m["model"] == "TrainableTowers" and m["best_val_loss"] is not None
     official = official_scores(synthetic_spacewalk18(**TOWERS), "test", run_dir / "predictions.json")

@@ -33,13 +33,16 @@ def gt_file(dataset: HiREST, task: str, split: str) -> Path:
 
 
 def score(dataset: HiREST, task: str, split: str, predictions: Path,
-          bootstrap: BootstrapOptions | None = None) -> dict[str, Any]:
+          bootstrap: BootstrapOptions | None = None, caption_scorer=None) -> dict[str, Any]:
     """The official scores of one task's prediction file; `bootstrap`: with the intervals of the overall numbers
-    over the task's queries (video and moment retrieval, segmentation; captioning's corpus metrics have none)."""
+    over the task's queries (video and moment retrieval, segmentation; captioning's corpus metrics have none);
+    `caption_scorer`: a captioning_metrics.CaptionScorer to reuse for step captioning (its METEOR process)."""
     from spacewalk.benchmarks.hirest import scoring
 
     scorer = getattr(scoring, f"score_{task}")
     extra = {"bootstrap": bootstrap} if bootstrap is not None and task in TASKS else {}
+    if task == "step_captioning" and caption_scorer is not None:
+        extra["scorer"] = caption_scorer
     return scorer(predictions, gt_file(dataset, task, split), dataset.path(CATEGORIES_FILE), **extra)
 
 

@@ -190,11 +190,12 @@ def conversation(prompt: Prompt, item: MultipleChoiceItem | None, with_visuals: 
     return turns + [{"role": "user", "content": content}]
 
 
-def detect_family(model: str, load: Mapping[str, Any]) -> str:
-    """The checkpoint's "model_type": from a folder's config.json (transformers' own reader refuses a model_type it
-    does not know, and a folder without the file, with a ValueError that names neither setting), from a GGUF file's
-    architecture as transformers reads it (`gguf_file` in `load`), else through transformers for a hub tag in the
-    local cache."""
+def detect_family(model: str, load: Mapping[str, Any]) -> tuple[str, Any]:
+    """The checkpoint's "model_type", and its transformers config where reading the type made one (else None):
+    from a folder's config.json (transformers' own reader refuses a model_type it does not know, and a folder
+    without the file, with a ValueError that names neither setting), from a GGUF file's architecture as
+    transformers reads it (`gguf_file` in `load`), else through transformers for a hub tag in the local cache. The
+    config goes on to the model's from_pretrained: a GGUF file is parsed again for each, a few seconds each."""
     from spacewalk.core.io import load_json
 
     folder = Path(model)
@@ -207,16 +208,17 @@ def detect_family(model: str, load: Mapping[str, Any]) -> str:
         if not isinstance(model_type, str):
             raise ConfigError(f"model.model={model}: its config.json has no \"model_type\" naming the "
                               "architecture; set model.family to the family whose settings fit it")
-        return model_type
+        return model_type, None
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"model.model={model}: a file, not a checkpoint folder")
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(model, **load).model_type
+        config = AutoConfig.from_pretrained(model, **load)
     except (OSError, ValueError) as e:  # no such folder, not a hub tag, or not in the local cache
         raise ConfigError(f"model.model={model}: neither a checkpoint folder nor a hub model in the local cache "
                           f"({str(e).splitlines()[0]})") from None
+    return config.model_type, config
 
 
 def context_length(config) -> int | None:
@@ -296,8 +298,10 @@ class TransformersVLMBackend(TokenLimited):
             model, gguf_file = str(Path(model).parent), Path(model).name
         table = load_families(families) if families else FAMILIES
         load = {"local_files_only": not allow_download, **({"gguf_file": gguf_file} if gguf_file else {})}
+        config = None  # the checkpoint's config, where finding its family read it
         if family is None:  # the checkpoint says which
-            family = detect_family(model, load) if model_object is None else model_object.config.model_type
+            family, config = detect_family(model, load) if model_object is None else (
+                model_object.config.model_type, None)
             how = f"the checkpoint's model_type {family!r}"
         else:
             how = f"family {family!r}"
@@ -324,7 +328,8 @@ class TransformersVLMBackend(TokenLimited):
                              ).from_pretrained(model, **load)
                 model_object = model_class.from_pretrained(
                     model, dtype=self.dtype, device_map=device_map,
-                    **({"attn_implementation": attn_implementation} if attn_implementation else {}), **load)
+                    **({"attn_implementation": attn_implementation} if attn_implementation else {}),
+                    **({"config": config} if config is not None else {}), **load)
             except OSError as e:  # a checkpoint without its weights or processor files
                 raise ConfigError(f"model.model={model}: cannot load the checkpoint ({str(e).splitlines()[0]})"
                                   ) from None
