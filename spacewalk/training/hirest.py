@@ -69,19 +69,25 @@ def _strategy(cfg: DictConfig) -> None:
             cfg.trainer.strategy = "ddp_find_unused_parameters_true"
 
 
+def captions_unscored(inference: str) -> str | None:
+    """Why the captions cannot be scored officially, or None."""
+    if inference == "end_to_end":
+        # predicted steps are not the GT steps: the official caption scores align captions by step index
+        return ("end-to-end captions do not align with the GT steps one to one; the official captioning scores use "
+                "model.inference=oracle")
+    if shutil.which("java") is None:
+        return "java is not on PATH (METEOR and the PTB tokenizer need it)"
+    return None
+
+
 def score_split(dataset: HiREST, split: str, pred_dir: Path, inference: str, bootstrap=None,
                 caption_scorer=None) -> dict[str, Any]:
     """Official scores of the prediction files in `pred_dir` for the tasks `split` can score (`caption_scorer`: a
     CaptionScorer to reuse, else each split's captions start their own METEOR)."""
     results: dict[str, Any] = {}
     for task in SCORED[split]:
-        if task == "step_captioning" and inference == "end_to_end":
-            # predicted steps are not the GT steps: the official caption scores align captions by step index
-            results[task] = {"skipped": "end-to-end captions do not align with the GT steps one to one; "
-                                        "the official captioning scores use model.inference=oracle"}
-            continue
-        if task == "step_captioning" and shutil.which("java") is None:
-            results[task] = {"skipped": "java is not on PATH (METEOR and the PTB tokenizer need it)"}
+        if task == "step_captioning" and (reason := captions_unscored(inference)):
+            results[task] = {"skipped": reason}
             continue
         results[task] = score(dataset, task, split, pred_dir / PREDICTION_FILES[task], bootstrap, caption_scorer)
     return results
@@ -99,8 +105,7 @@ def predict_and_score(trainer: pl.Trainer, model, datamodule, dataset: HiREST, c
     if trainer.is_global_zero:
         # one METEOR process for both splits' captions: each start costs about 7 s of CPU (loading its paraphrase
         # table), and the process scores one request after another without carrying anything over
-        captions = inference != "end_to_end" and shutil.which("java") is not None
-        with CaptionScorer() if captions else contextlib.nullcontext() as caption_scorer:
+        with CaptionScorer() if captions_unscored(inference) is None else contextlib.nullcontext() as caption_scorer:
             for split in ("val", "test"):
                 results[split] = score_split(dataset, split, output_dir / split, inference, bootstrap, caption_scorer)
                 for task, metrics in results[split].items():

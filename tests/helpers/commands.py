@@ -50,7 +50,7 @@ def run_command(*args, env: dict | None = None, check: bool = True, timeout: flo
     path = os.pathsep.join([str(REPO), str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])
     environment = os.environ | OFFLINE | {"PYTHONPATH": path} | (env or {})
     args = [str(a) for a in args]
-    own = [k for k, v in (env or {}).items() if os.environ.get(k) != v and not read_at_run_time(k)]
+    own = any(os.environ.get(k) != v and not read_at_run_time(k) for k, v in (env or {}).items())
     launcher = None if own or args[0] == "-c" or not forking() else _launcher_for(environment)
     if launcher is None:
         result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, env=environment,
@@ -76,7 +76,7 @@ def forking() -> bool:
 # libraries it reads them for when a command runs (the OpenAI-compatible client, Lightning's SLURM environment).
 # A command may have its own values of these and still be forked from a launcher started without them.
 RUN_TIME_VARIABLES = ("PYTEST_CURRENT_TEST", "SPACEWALK_*", "OPENAI_*", "SLURM_*")
-_launchers: list[Launcher] = []
+_launcher: Launcher | None = None  # this process's; replaced when the test process's variables change
 
 
 def read_at_run_time(name: str) -> bool:
@@ -91,15 +91,15 @@ def _launcher_for(environment: dict) -> Launcher:
     def steady(variables: dict) -> dict:
         return {k: v for k, v in variables.items() if not read_at_run_time(k)}
 
-    if _launchers and _launchers[0].alive() and steady(environment) == steady(_launchers[0].environment):
-        return _launchers[0]
-    for launcher in _launchers:
-        launcher.close()
-    _launchers[:] = [Launcher(environment, REPO)]
-    return _launchers[0]
+    global _launcher
+    if _launcher is not None and _launcher.alive() and steady(environment) == steady(_launcher.environment):
+        return _launcher
+    _close_launcher()
+    _launcher = Launcher(environment, REPO)
+    return _launcher
 
 
 @atexit.register
-def _close_launchers() -> None:
-    for launcher in _launchers:
-        launcher.close()
+def _close_launcher() -> None:
+    if _launcher is not None:
+        _launcher.close()

@@ -105,14 +105,13 @@ def test_run_command_starts_a_fresh_interpreter_where_the_launcher_could_differ(
         assert json.loads(run_command(script).stdout)["marker"] is None
         # a variable read only when a command runs (RUN_TIME_VARIABLES: the project's own), or one the test process
         # already has with that value, keeps the command on the launcher, which gives it the command's value
-        first = commands._launchers[0]
+        first = commands._launcher
         said = json.loads(run_command(script, env={"SPACEWALK_TEST_MARKER": "own", "PATH": os.environ["PATH"]}).stdout)
-        assert said["run_time"] == "own" and seen == ["-c", "-m"] and commands._launchers[0] is first
+        assert said["run_time"] == "own" and seen == ["-c", "-m"] and commands._launcher is first
         # a variable the test process changes for good (as seed_everything sets PL_GLOBAL_SEED): a new launcher
-        first = commands._launchers[0]
         monkeypatch.setenv("FORKED_MARKER", "changed")
         assert json.loads(run_command(script).stdout)["marker"] == "changed"
-        assert seen == ["-c", "-m"] and commands._launchers[0] is not first and not first.alive()
+        assert seen == ["-c", "-m"] and commands._launcher is not first and not first.alive()
 
 
 def test_a_commands_exit_leaves_the_folders_the_launcher_made_when_it_imported(tmp_path):

@@ -373,3 +373,13 @@ def test_defaults_are_the_papers():
     assert (PAPER_OPTIMIZER.func, PAPER_OPTIMIZER.keywords) == (torch.optim.AdamW, {"lr": 1e-5, "weight_decay": 0.01})
     data = {k: p.default for k, p in inspect.signature(HiRESTDataModule).parameters.items()}
     assert (data["batch_size"], data["max_frames"], data["max_words"], data["caption_frames"]) == (5, 2048, 48, 20)
+
+
+def test_captions_are_scored_only_with_oracle_steps_and_java(monkeypatch):
+    from spacewalk.training import hirest
+
+    monkeypatch.setattr(hirest.shutil, "which", lambda name: "/usr/bin/java")
+    assert hirest.captions_unscored("oracle") is None
+    assert "model.inference=oracle" in hirest.captions_unscored("end_to_end")
+    monkeypatch.setattr(hirest.shutil, "which", lambda name: None)
+    assert "java is not on PATH" in hirest.captions_unscored("oracle")
