@@ -14,10 +14,13 @@ import pytest
 from spacewalk.benchmarks.spacewalk18.data.dataset import Sentence
 from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import PlanModel
 from spacewalk.benchmarks.spacewalk18.questions.plan_reading import (
+    LOCATION,
     PlanReading,
     ReadingSettings,
     _Clip,
+    at_scores,
     options_chain,
+    order_scores,
     plan_reading_backend,
     pooled_cells,
     precedes,
@@ -27,6 +30,7 @@ from spacewalk.benchmarks.spacewalk18.questions.plan_reading import (
 from spacewalk.benchmarks.spacewalk18.questions.question_answering import QuestionAnswering
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.multiple_choice import runner
+from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 
 from helpers.fakes import text_vector
 
@@ -69,6 +73,37 @@ def test_precedes_and_thirds():
     np.testing.assert_allclose(third_seconds(p, times, 2, 12.0), [0, 0, 7 * 12.0])
 
 
+def test_order_scores_pick_the_first_option_before_a_place_and_the_last_after_it():
+    n = 90
+    # columns: a task done late, one early, one in the middle, one the chain puts nowhere
+    p = np.stack([bump(n, 80), bump(n, 10), bump(n, 45), np.zeros(n)], axis=1)
+    before = order_scores(p, [0, 1, 2, 3], "before")
+    after = order_scores(p, [0, 1, 2, 3], "after")
+    assert np.argmax(before) == 1 and np.argmax(after) == 0
+    # before both others for sure; a task put nowhere is spread evenly over the clip: after cell 10 with 79.5 / 90
+    assert before[1] == pytest.approx((1.0 + 1.0 + 79.5 / 90) / 3)
+    np.testing.assert_allclose(before[:3] + after[:3], 1.0)
+    # an option repeating another's task is compared with the other tasks only, not with itself
+    assert order_scores(p, [1, 1, 0], "before")[0] == pytest.approx(1.0)
+    assert order_scores(p, [1, 1], "after")[0] == 0.0
+    with pytest.raises(ValueError, match="relation"):
+        order_scores(p, [0, 1], "while")
+
+
+def test_at_scores_add_the_share_of_mass_near_the_mentions_to_the_affinity():
+    n = 60
+    p = np.stack([bump(n, 10), bump(n, 40), 0.5 * bump(n, 40) + 0.5 * bump(n, 10), np.zeros(n)], axis=1)
+    near = np.zeros(n, dtype=bool)
+    near[35:46] = True
+    np.testing.assert_allclose(at_scores(p, [0, 1, 2, 3], near, np.zeros(4)), [-1.0, 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(at_scores(p, [0, 1, 2, 3], near, np.array([1.0, 0.0, 0.2, 0.1])),
+                               [0.0, 1.0, 0.2, 0.1])
+    # no mention in the clip: the affinity alone
+    np.testing.assert_allclose(at_scores(p, [0, 1], None, np.array([0.3, -0.1])), [0.3, -0.1])
+    with pytest.raises(ValueError, match="affinities"):
+        at_scores(p, [0, 1], None, np.zeros(3))
+
+
 def test_options_chain_is_a_distribution_and_sticky():
     plan = PlanModel(step_seconds=100.0, irrelevant_seconds=80.0, to_irrelevant=0.5, step_offsets={1: 1.0},
                      resume_offsets={0: 1.0}, start_irrelevant=0.1)
@@ -87,6 +122,8 @@ def test_settings_refuse_bad_values():
         ReadingSettings(rate_scale=0)
     with pytest.raises(ConfigError, match="place_spelling"):
         ReadingSettings(place_spelling="fuzzy")
+    with pytest.raises(ConfigError, match="location_rule"):
+        ReadingSettings(location_rule="nearest")
 
 
 def test_place_mentions_allow_spaced_names_and_not_longer_ones():
@@ -234,3 +271,42 @@ def test_trained_weight_mixes_the_recipe_back_in(synthetic_root, tmp_path):
     assert any(differ)
     with pytest.raises(ConfigError, match="trained_weight"):
         ReadingSettings(trained_weight=1.5)
+
+
+class KnownAffinity:
+    """A stand-in for the train place knowledge: the given affinity of each caption."""
+
+    def __init__(self, by_caption: dict[str, float]):
+        self.by_caption = by_caption
+
+    def affinity(self, place, captions):
+        return np.array([self.by_caption[c] for c in captions])
+
+
+def test_location_rule_order_and_association_reads_the_options_order_and_the_place(synthetic_root, tmp_path):
+    """The location rule on a synthetic clip with the timeline written by hand (the options' tasks early, middle,
+    late, nowhere) and a known affinity: "before" picks the earliest, "after" the latest, "while at" the option
+    the place knowledge favours; the default rule is unchanged (no mention here: the contrastive fallback)."""
+    reader = PlanReading(BagOfWords(), root=synthetic_root, bank_dir=tmp_path / "bank", pool=0)
+    rec = reader.dataset.split("test")[0]
+    options = ("EV1 task late", "EV1 task early", "EV1 task middle", "EV1 task elsewhere")
+    centre = {"ev1 task late": 0.8, "ev1 task early": 0.1, "ev1 task middle": 0.45, "ev1 task elsewhere": None}
+
+    def written_timeline(item, tasks, settings, clip):
+        n = len(clip.times)
+        return np.stack([bump(n, int(centre[t] * n)) if centre[t] is not None else np.zeros(n) for t in tasks], axis=1)
+
+    reader.task_posteriors = written_timeline
+    reader._places = KnownAffinity({"EV1 task late": 0.0, "EV1 task early": 0.1, "EV1 task middle": 1.2,
+                                    "EV1 task elsewhere": 0.3})
+    chosen = {}
+    for relation, wording in (("before", "before the astronaut arrives at"), ("at", "while the astronaut is at"),
+                              ("after", "after the astronaut leaves from")):
+        item = MultipleChoiceItem(id=relation, question=f"Which of the following tasks happens {wording} the Q9?",
+                                  options=options, visual=Visual(video=rec.video_path, start=0.0, end=1200.0),
+                                  meta={"type": LOCATION, "video_id": rec.video_id})
+        scores, rule = reader.scores(item, ReadingSettings(pool=0, location_rule="order_and_association"))
+        assert rule == "order_association"
+        chosen[relation] = options[int(np.argmax(scores))]
+        assert reader.scores(item, ReadingSettings(pool=0))[1] == "contrastive"
+    assert chosen == {"before": "EV1 task early", "at": "EV1 task middle", "after": "EV1 task late"}

@@ -15,7 +15,11 @@ answered from it by a written rule, every option's score kept:
 - "task before/at/after location": the clip's transcript sentences naming the place (its words, "P6" also as
   "P 6") give where the astronaut is; each option's mass before the first mention, near a mention (one minute),
   or after the last (no val question has a location, so this rule is fixed, not chosen); no mention: the
-  contrastive score below;
+  contrastive score below. `location_rule` "order_and_association" reads it otherwise: "before"/"after" as the
+  option that comes first / last among the options on the timeline (`order_scores`: the one option done before
+  the astronaut arrives must precede the others, which are done there or later, or not in the clip), "while at"
+  by what the train recordings say is done at the place (questions/place_knowledge.py) plus, where the clip
+  names the place, the option's share of its mass near the mentions (`at_scores`);
 - the hand-written questions: contrastive text similarity (the option against the mean of the clip's sentence
   vectors, as `mc_contrastive_text`).
 
@@ -59,6 +63,7 @@ from spacewalk.benchmarks.spacewalk18.decoding.plan_decoder import PlanModel, ce
 from spacewalk.benchmarks.spacewalk18.features import lexical
 from spacewalk.benchmarks.spacewalk18.features.bank import FeatureBank
 from spacewalk.benchmarks.spacewalk18.features.load import RecordingBank
+from spacewalk.benchmarks.spacewalk18.questions.place_knowledge import PlaceKnowledge
 from spacewalk.benchmarks.spacewalk18.questions.question_generator import ABSENT, BEFORE_AFTER, ORDER, THIRDS, WHEN
 from spacewalk.core.errors import ConfigError, DataError
 from spacewalk.core.settings import from_mapping
@@ -69,6 +74,7 @@ LOCATION = "task before/at/after location"
 MODES = ("options", "recording")
 SIDE_RULES = ("mass", "signed")
 PLACE_SPELLINGS = ("words", "variants")
+LOCATION_RULES = ("mentions", "order_and_association")
 BEFORE_AFTER_RE = re.compile(r"Which of the following tasks happens (before|after) (.*)\?\s*$", re.S)
 WHEN_RE = re.compile(r"In which part of the video does the task that (.*) happen\?\s*$", re.S)
 ORDER_OPTION_RE = re.compile(r"\(\d\) (.*?)\.(?=\(\d\) |\s*$)", re.S)
@@ -176,7 +182,9 @@ class ReadingSettings:
     (added to the fitted Irrelevant level: with only the named tasks, "something else" is more often right),
     `side_rule` and `absent_seconds` (the rules above), `lexical` (the word-match channel of ClipEmissions
     beside the sentence vectors), `place_spelling` (how a location question's place is found in the transcript:
-    `PlanReading.mentions`; no val question has a place, so it is fixed, not chosen), `trained_weight` (with
+    `PlanReading.mentions`; no val question has a place, so it is fixed, not chosen), `location_rule` (how a
+    location question is answered: "mentions" or "order_and_association", the module's docstring; fixed a
+    priori for the same reason), `trained_weight` (with
     `emission_scores`: the trained runs' share of the emissions, the zero-shot recipe's the rest; 1: theirs
     alone)."""
 
@@ -188,6 +196,7 @@ class ReadingSettings:
     absent_seconds: float = 0.0
     lexical: bool = False
     place_spelling: str = "words"
+    location_rule: str = "mentions"
     trained_weight: float = 1.0
 
     def __post_init__(self):
@@ -195,6 +204,8 @@ class ReadingSettings:
             raise ConfigError(f"side_rule must be one of {SIDE_RULES}, got {self.side_rule!r}")
         if self.place_spelling not in PLACE_SPELLINGS:
             raise ConfigError(f"place_spelling must be one of {PLACE_SPELLINGS}, got {self.place_spelling!r}")
+        if self.location_rule not in LOCATION_RULES:
+            raise ConfigError(f"location_rule must be one of {LOCATION_RULES}, got {self.location_rule!r}")
         if not 0.0 <= self.trained_weight <= 1.0:
             raise ConfigError(f"trained_weight must lie in [0, 1], got {self.trained_weight}")
         if self.pool < 0 or self.emission_weight <= 0 or self.rate_scale <= 0:
@@ -263,6 +274,38 @@ def third_seconds(p: np.ndarray, times: np.ndarray, named: int, cell_seconds: fl
     return np.array([p[third == i, named].sum() * cell_seconds for i in range(3)])
 
 
+def order_scores(p: np.ndarray, options: Sequence[int], relation: str) -> np.ndarray:
+    """"before" (the place): each option's mean P(it lies before another option), over the options naming
+    another task; "after": P(it lies after). An option repeating another's task is compared with the rest."""
+    if relation not in ("before", "after"):
+        raise ValueError(f"relation must be 'before' or 'after', got {relation!r}")
+    out = []
+    for o in options:
+        others = [x for x in dict.fromkeys(options) if x != o]
+        if not others:
+            out.append(0.0)
+            continue
+        first = [precedes(p, o, x) if relation == "before" else precedes(p, x, o) for x in others]
+        out.append(float(np.mean(first)))
+    return np.array(out)
+
+
+def at_scores(p: np.ndarray, options: Sequence[int], near: np.ndarray | None, affinity: np.ndarray) -> np.ndarray:
+    """"while at" the place: each option's `affinity` (place_knowledge.PlaceKnowledge: train association, 1 more
+    when its caption names the place) plus, where the clip names the place (`near` [T]: the cells within a
+    minute of a mention), its own mass near the mentions minus away from them, as a share of its mass (in
+    [-1, 1]; 0 for an option the chain puts nowhere)."""
+    if len(affinity) != len(options):
+        raise ValueError(f"{len(options)} options but {len(affinity)} affinities")
+    scores = np.asarray(affinity, dtype=np.float64).copy()
+    if near is not None:
+        for i, o in enumerate(options):
+            total = p[:, o].sum()
+            if total > 0:
+                scores[i] += (p[near, o].sum() - p[~near, o].sum()) / total
+    return scores
+
+
 # --------------------------------------------------------------------------------------------------
 # the backend
 
@@ -313,6 +356,7 @@ class PlanReading:
         self._emissions: dict[tuple[int, bool, bool], ClipEmissions] = {}
         self._cell_words: dict[str, sp.csr_matrix] = {}
         self._rarity: lexical.Rarity | None = None
+        self._places: PlaceKnowledge | None = None
         self.cell_log_probs = read_cell_log_probs(emission_scores) if emission_scores else None
 
     # ---- pieces -----------------------------------------------------------------------------------
@@ -337,6 +381,13 @@ class PlanReading:
         if self._rarity is None:
             self._rarity = lexical.Rarity.fit([self.cell_words(r.video_id) for r in self.dataset.split("train")])
         return self._rarity
+
+    @property
+    def places(self) -> PlaceKnowledge:
+        """What the train recordings say is done at each place (questions/place_knowledge.py)."""
+        if self._places is None:
+            self._places = PlaceKnowledge(self.dataset.split("train"), self.rarity)
+        return self._places
 
     def word_match(self, video_id: str, cells: np.ndarray, pool: int, texts: Sequence[str]) -> np.ndarray:
         """[len(cells), len(texts)]: the cells' pooled transcript words (pooled within `cells`) against each
@@ -472,6 +523,8 @@ class PlanReading:
                 return np.array([sum(precedes(p, tasks.index(_norm(a)), tasks.index(_norm(b)))
                                      for i, a in enumerate(o) for b in o[i + 1:]) for o in orders]), "order"
         if qtype == LOCATION and (m := LOCATION_RE.match(item.question)):
+            if s.location_rule == "order_and_association":
+                return self.order_and_association(item, m.group(1), m.group(2), clip, s), "order_association"
             mentions = self.mentions(m.group(2), clip, s.place_spelling)
             if len(mentions):
                 tasks = _tasks(item.options)
@@ -494,6 +547,23 @@ class PlanReading:
             return np.zeros(0)
         patterns = [re.compile(r"\b" + re.sub(r"^([a-z]+)(\d+)$", r"\1[\\s-]?\2", w) + r"\b") for w in words]
         return np.array([s.start for s in clip.transcript if all(p.search(s.text.casefold()) for p in patterns)])
+
+    def order_and_association(self, item: MultipleChoiceItem, relation: str, place: str, clip: _Clip,
+                              settings: ReadingSettings) -> np.ndarray:
+        """A location question by `location_rule` "order_and_association" (the module's docstring)."""
+        tasks = _tasks(item.options)
+        options = [tasks.index(_norm(o)) for o in item.options]
+        p = self.task_posteriors(item, tasks, settings, clip)
+        if relation.startswith("before"):
+            return order_scores(p, options, "before")
+        if relation.startswith("after"):
+            return order_scores(p, options, "after")
+        mentions = self.mentions(place, clip, settings.place_spelling)
+        near = None
+        if len(mentions):
+            seconds = clip.times * (item.visual.end - item.visual.start) + item.visual.start
+            near = np.abs(seconds[:, None] - mentions[None, :]).min(axis=1) <= NEAR_SECONDS
+        return at_scores(p, options, near, self.places.affinity(place, item.options))
 
     @staticmethod
     def location_scores(p: np.ndarray, options: Sequence[int], relation: str, clip: _Clip, mentions: np.ndarray,
