@@ -3,46 +3,32 @@
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, Segment, Step, frame_of
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording
 from spacewalk.benchmarks.spacewalk18.features import lexical
 from spacewalk.benchmarks.spacewalk18.questions.place_knowledge import PlaceKnowledge, steps_named_at
 from spacewalk.core.errors import DataError
 
+from helpers.spoken_recordings import spoken_recording
+
 EVEN = lexical.Rarity(np.ones(lexical.FEATURES))  # every word weighs the same
-
-
-def recording(tmp_path: Path, name: str, captions: list[str], spans: list[tuple[float, float, int]],
-              said: list[tuple[str, float, float]]) -> Recording:
-    """A recording with the given step captions (step 1 onwards), annotated spans (start, end, label) and
-    transcript sentences (text, start, end)."""
-    steps = (Step(0, "Irrelevant", "", None, None),
-             *(Step(i + 1, c, "", 0.0, 1.0) for i, c in enumerate(captions)))
-    segments = tuple(Segment(a, b, frame_of(a), frame_of(b), label) for a, b, label in spans)
-    path = tmp_path / f"{name}.csv"
-    with open(path, "w", newline="", encoding="cp1252") as f:
-        writer = csv.writer(f)
-        writer.writerow(["Sentence", "Global start", "Global end"])
-        writer.writerows(said)
-    return Recording(name, segments, steps, path, tmp_path / f"{name}.mp4")
 
 
 @pytest.fixture
 def train(tmp_path) -> list[Recording]:
     """Two spacewalks: the mod kit is installed where P6 is named, the hatch is opened where the airlock is."""
-    first = recording(tmp_path, "a", ["EV1 egress and open hatch", "EV1 install mod kit bracket", "EV2 stow tools"],
-                      [(0, 100, -1), (100, 200, 1), (200, 300, 2), (300, 400, 3), (400, 500, 0), (500, 600, -1)],
-                      [("EV one is out of the airlock", 120, 130), ("now at the p six truss", 220, 230),
-                       ("working at p six", 260, 266), ("tools are stowed", 320, 330),
-                       ("looking back at p six", 420, 430)])  # the last over Irrelevant time: not counted
-    second = recording(tmp_path, "b", ["EV2 open hatch", "EV2 install mod kit strut"],
-                       [(0, 100, -1), (100, 200, 1), (200, 300, 2), (300, 400, -1)],
-                       [("the airlock hatch is open", 110, 120), ("at the P6 now", 210, 220)])
+    first = spoken_recording(tmp_path, "a",
+                             ["EV1 egress and open hatch", "EV1 install mod kit bracket", "EV2 stow tools"],
+                             [(0, 100, -1), (100, 200, 1), (200, 300, 2), (300, 400, 3), (400, 500, 0),
+                              (500, 600, -1)],
+                             [("EV one is out of the airlock", 120, 130), ("now at the p six truss", 220, 230),
+                              ("working at p six", 260, 266), ("tools are stowed", 320, 330),
+                              ("looking back at p six", 420, 430)])  # the last over Irrelevant time: not counted
+    second = spoken_recording(tmp_path, "b", ["EV2 open hatch", "EV2 install mod kit strut"],
+                              [(0, 100, -1), (100, 200, 1), (200, 300, 2), (300, 400, -1)],
+                              [("the airlock hatch is open", 110, 120), ("at the P6 now", 210, 220)])
     return [first, second]
 
 

@@ -297,7 +297,7 @@ def test_location_rule_order_and_association_reads_the_options_order_and_the_pla
         return np.stack([bump(n, int(centre[t] * n)) if centre[t] is not None else np.zeros(n) for t in tasks], axis=1)
 
     reader.task_posteriors = written_timeline
-    reader._places = KnownAffinity({"EV1 task late": 0.0, "EV1 task early": 0.1, "EV1 task middle": 1.2,
+    reader.place_knowledge = KnownAffinity({"EV1 task late": 0.0, "EV1 task early": 0.1, "EV1 task middle": 1.2,
                                     "EV1 task elsewhere": 0.3})
     chosen = {}
     for relation, wording in (("before", "before the astronaut arrives at"), ("at", "while the astronaut is at"),

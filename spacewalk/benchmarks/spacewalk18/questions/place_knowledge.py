@@ -13,9 +13,10 @@ words of those train steps' captions are what a test caption done there is likel
   train step's caption (the lift over a step in general: words every step has, "EV1", "install", weigh nothing
   then). A place no train transcript names gives every caption 0;
 - plus 1 when the caption names the place itself ("EV1 return to airlock").
-The sum is the one variant of the leave-one-train-recording-out check (docs/results.md, "Location questions"):
-against the proxy label "a sentence naming the place falls in one of the step's segments", held-out train
-recordings' steps rank at mean AUC 0.60, the caption naming the place alone 0.56, the plain cosine 0.55.
+The train recordings check it, each held out in turn (questions/location_check.py, `association_auc`): against
+the proxy "a sentence naming the place falls under the step", held-out steps rank at mean AUC 0.60, a caption
+naming the place alone at 0.56; weak, but the only place knowledge the release allows (docs/results.md,
+"Location questions").
 """
 
 from __future__ import annotations

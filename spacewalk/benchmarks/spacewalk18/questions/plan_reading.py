@@ -356,7 +356,9 @@ class PlanReading:
         self._emissions: dict[tuple[int, bool, bool], ClipEmissions] = {}
         self._cell_words: dict[str, sp.csr_matrix] = {}
         self._rarity: lexical.Rarity | None = None
-        self._places: PlaceKnowledge | None = None
+        # what the train recordings say is done at each place, built when a location question first needs it; a
+        # caller may set its own (location_check.py: one leaving a train recording out)
+        self.place_knowledge: PlaceKnowledge | None = None
         self.cell_log_probs = read_cell_log_probs(emission_scores) if emission_scores else None
 
     # ---- pieces -----------------------------------------------------------------------------------
@@ -385,9 +387,9 @@ class PlanReading:
     @property
     def places(self) -> PlaceKnowledge:
         """What the train recordings say is done at each place (questions/place_knowledge.py)."""
-        if self._places is None:
-            self._places = PlaceKnowledge(self.dataset.split("train"), self.rarity)
-        return self._places
+        if self.place_knowledge is None:
+            self.place_knowledge = PlaceKnowledge(self.dataset.split("train"), self.rarity)
+        return self.place_knowledge
 
     def word_match(self, video_id: str, cells: np.ndarray, pool: int, texts: Sequence[str]) -> np.ndarray:
         """[len(cells), len(texts)]: the cells' pooled transcript words (pooled within `cells`) against each
