@@ -76,8 +76,11 @@ def test_fit_draws_a_new_order_every_epoch_and_a_resumed_run_continues_it(tmp_pa
 
 
 @pytest.mark.slow  # two spawned processes
-def test_two_processes_take_the_global_batches_of_one(tmp_path, root):
+def test_two_processes_take_the_global_batches_of_one(tmp_path, root, monkeypatch):
     one = fit(tmp_path / "one", root, epochs=2).steps
+    # ddp_spawn's rank 0 hands its weights back through a file in a tempfile.mkdtemp() folder, and Lightning
+    # removes the file but not the folder: the spawned processes make it under this test's folder instead of /tmp
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     fit(tmp_path / "two", root, epochs=2, devices=2)
     ranks = [json.loads((tmp_path / "two" / f"rank{r}.json").read_text()) for r in range(2)]
     for epoch, steps in one.items():

@@ -73,9 +73,15 @@ def forking() -> bool:
 
 # Variables that no library the launcher imports (forked_commands.PREIMPORTED) reads when it is imported: pytest's
 # name of the running test, the project's own settings (spacewalk imports after the fork) and those of the
-# libraries it reads them for when a command runs (the OpenAI-compatible client, Lightning's SLURM environment).
-# A command may have its own values of these and still be forked from a launcher started without them.
-RUN_TIME_VARIABLES = ("PYTEST_CURRENT_TEST", "SPACEWALK_*", "OPENAI_*", "SLURM_*")
+# libraries it reads them for when a command runs (the OpenAI-compatible client, Lightning's SLURM environment);
+# and what a test process sets for good while it runs: Lightning's seed_everything (PL_GLOBAL_SEED,
+# PL_SEED_WORKERS), its ddp_spawn rendezvous (MASTER_ADDR, MASTER_PORT: torch.distributed reads them when a process
+# group starts), W&B's service address (WANDB_SERVICE: read by wandb.init) and the stub servers' addresses that
+# the tests name TEST_* (read by the OpenAI-compatible client). A command may have its own values of these, or the
+# test process change them, and the command is still forked from the running launcher: each change would
+# otherwise start a new launcher (about 7 s of CPU).
+RUN_TIME_VARIABLES = ("PYTEST_CURRENT_TEST", "SPACEWALK_*", "OPENAI_*", "SLURM_*", "PL_GLOBAL_SEED", "PL_SEED_WORKERS",
+                      "MASTER_ADDR", "MASTER_PORT", "WANDB_SERVICE", "TEST_*")
 _launcher: Launcher | None = None  # this process's; replaced when the test process's variables change
 
 
