@@ -78,6 +78,34 @@ def test_an_uncaught_exception_and_a_message_exit_as_python_reports_them(launche
     assert forked == fresh == (1, "", "error: a message\n")
 
 
+# what a program leaves to the interpreter's end: a thread still running, an atexit handler, output never flushed
+# (buffered: the streams are files), a status
+ENDING = """
+import atexit, sys, threading, time
+atexit.register(lambda: print("atexit, after the thread"))
+threading.Thread(target=lambda: (time.sleep(0.3), print("the thread ends"))).start()
+print("written, not flushed")
+print("to stderr", file=sys.stderr, end="")
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("status", [0, 4])
+def test_a_command_ends_as_the_interpreter_ends_a_program(launcher, tmp_path, status):
+    script = tmp_path / "ends.py"
+    script.write_text(ENDING)
+    forked, fresh = both(launcher, tmp_path, [str(script), str(status)])
+    assert forked == fresh == (status, "written, not flushed\nthe thread ends\natexit, after the thread\n",
+                               "to stderr")
+
+
+def test_an_interrupted_command_ends_by_sigint_as_python_does(launcher, tmp_path):
+    (tmp_path / "interrupted.py").write_text("raise KeyboardInterrupt\n")
+    forked, fresh = both(launcher, tmp_path, [str(tmp_path / "interrupted.py")])
+    assert forked[0] == fresh[0] == -2 and forked[1] == fresh[1] == ""
+    assert forked[2].endswith("KeyboardInterrupt\n") and fresh[2].endswith("KeyboardInterrupt\n")
+
+
 def test_a_timeout_kills_the_command_and_the_launcher_serves_the_next(launcher, tmp_path):
     (tmp_path / "sleeps.py").write_text("import subprocess, sys, time\n"
                                         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
