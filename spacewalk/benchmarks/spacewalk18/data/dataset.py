@@ -257,6 +257,10 @@ class Recording:
     def label_at_frame(self, frame: int) -> int:
         return self.segment_at_frame(frame).label
 
+    def label_at_time(self, seconds: float) -> int:
+        """The label annotated at `seconds`, a time outside the recording read at its first or last frame."""
+        return self.label_at_frame(min(max(frame_of(seconds), 0), self.num_frames - 1))
+
 
 class Spacewalk18:
     """A dataset root in the official Spacewalk-18 layout, validated on load.

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, frame_of
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording
 from spacewalk.benchmarks.spacewalk18.features import lexical
-from spacewalk.benchmarks.spacewalk18.questions.place_knowledge import PlaceKnowledge, steps_named_at
+from spacewalk.benchmarks.spacewalk18.questions.place_knowledge import PlaceKnowledge, mention_times, steps_named_at
 from spacewalk.benchmarks.spacewalk18.questions.plan_reading import LOCATION, LOCATION_RE, PlanReading, ReadingSettings
 from spacewalk.core.errors import DataError
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
@@ -48,8 +48,10 @@ def places_in(questions: Sequence[str]) -> list[str]:
     return sorted({m.group(2) for q in questions if (m := LOCATION_RE.match(q))})
 
 
-def _mention_times(recording: Recording, variants: Sequence[str]) -> list[float]:
-    return [0.5 * (s.start + s.end) for s in recording.transcript if lexical.names_place(s.text, variants)]
+def held_out_knowledge(recordings: Sequence[Recording], rarity: lexical.Rarity) -> dict[str, PlaceKnowledge]:
+    """For each recording, the place knowledge of the others (leave one recording out)."""
+    return {r.video_id: PlaceKnowledge([o for o in recordings if o.video_id != r.video_id], rarity)
+            for r in recordings}
 
 
 def proxy_questions(recording: Recording, place: str, rng: np.random.Generator) -> list[MultipleChoiceItem]:
@@ -57,7 +59,7 @@ def proxy_questions(recording: Recording, place: str, rng: np.random.Generator) 
     they coincide), one starting a quarter of an hour before the first mention and one centred on the middle
     mention, each kept inside the recording; `meta["relation"]` says which of before / at / after each asks."""
     variants = lexical.place_variants(place)
-    times = _mention_times(recording, variants) if variants else []
+    times = mention_times(recording, variants) if variants else []
     if not times:
         return []
     items = []
@@ -67,7 +69,7 @@ def proxy_questions(recording: Recording, place: str, rng: np.random.Generator) 
         inside = [t for t in times if start <= t < end]
         if not inside:
             continue
-        at = {recording.label_at_frame(min(max(frame_of(t), 0), recording.num_frames - 1)) for t in inside} - {-1, 0}
+        at = {recording.label_at_time(t) for t in inside} - {-1, 0}
         spans = defaultdict(list)
         for seg in recording.segments:
             if seg.label > 0 and seg.end > start and seg.start < end:
@@ -99,8 +101,7 @@ def association_auc(recordings: Sequence[Recording], places: Sequence[str], rari
     docstring), and how many (recording, place) pairs it is the mean over."""
     from sklearn.metrics import roc_auc_score
 
-    held_out = {r.video_id: PlaceKnowledge([o for o in recordings if o.video_id != r.video_id], rarity)
-                for r in recordings}
+    held_out = held_out_knowledge(recordings, rarity)
     aucs = defaultdict(list)
     for place in places:
         variants = lexical.place_variants(place)
@@ -123,9 +124,7 @@ def association_auc(recordings: Sequence[Recording], places: Sequence[str], rari
 def rule_accuracy(reader: PlanReading, items: Sequence[MultipleChoiceItem], settings: ReadingSettings) -> dict:
     """Accuracy in percent per relation and overall, and the counts; each question's place knowledge leaves its
     own recording out."""
-    train = reader.dataset.split("train")
-    held_out = {r.video_id: PlaceKnowledge([o for o in train if o.video_id != r.video_id], reader.rarity)
-                for r in train}
+    held_out = held_out_knowledge(reader.dataset.split("train"), reader.rarity)
     correct = defaultdict(list)
     for item in items:
         reader.place_knowledge = held_out[item.meta["video_id"]]

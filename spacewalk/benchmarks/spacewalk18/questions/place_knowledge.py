@@ -26,22 +26,21 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from spacewalk.benchmarks.spacewalk18.data.dataset import Recording, frame_of
+from spacewalk.benchmarks.spacewalk18.data.dataset import Recording
 from spacewalk.benchmarks.spacewalk18.features import lexical
 from spacewalk.core.errors import DataError
 
 
+def mention_times(recording: Recording, variants: Sequence[str]) -> list[float]:
+    """The middle of each transcript sentence naming the place (spelt as one of `variants`), in transcript order."""
+    return [0.5 * (s.start + s.end) for s in recording.transcript if lexical.names_place(s.text, variants)]
+
+
 def steps_named_at(recording: Recording, variants: Sequence[str]) -> list[int]:
-    """The step (index >= 1) annotated at the middle of each transcript sentence naming the place, one entry per
-    such sentence; sentences over Irrelevant or not-annotated time count for nothing."""
-    out = []
-    for sentence in recording.transcript:
-        if lexical.names_place(sentence.text, variants):
-            frame = min(max(frame_of(0.5 * (sentence.start + sentence.end)), 0), recording.num_frames - 1)
-            label = recording.label_at_frame(frame)
-            if label > 0:
-                out.append(label)
-    return out
+    """The step (index >= 1) annotated at each mention of the place (`mention_times`), one entry per mention;
+    mentions over Irrelevant or not-annotated time count for nothing."""
+    labels = (recording.label_at_time(t) for t in mention_times(recording, variants))
+    return [label for label in labels if label > 0]
 
 
 class PlaceKnowledge:

@@ -274,6 +274,16 @@ def third_seconds(p: np.ndarray, times: np.ndarray, named: int, cell_seconds: fl
     return np.array([p[third == i, named].sum() * cell_seconds for i in range(3)])
 
 
+def clip_seconds(clip: _Clip, item: MultipleChoiceItem) -> np.ndarray:
+    """[T]: the clip's cells as seconds of the recording (`clip.times` are fractions of the clip)."""
+    return clip.times * (item.visual.end - item.visual.start) + item.visual.start
+
+
+def near_mentions(seconds: np.ndarray, mentions: np.ndarray) -> np.ndarray:
+    """[T] bool: the cells within NEAR_SECONDS of a mention of the place (`mentions`: at least one time)."""
+    return np.abs(seconds[:, None] - mentions[None, :]).min(axis=1) <= NEAR_SECONDS
+
+
 def order_scores(p: np.ndarray, options: Sequence[int], relation: str) -> np.ndarray:
     """"before" (the place): each option's mean P(it lies before another option), over the options naming
     another task; "after": P(it lies after). An option repeating another's task is compared with the rest."""
@@ -561,22 +571,19 @@ class PlanReading:
         if relation.startswith("after"):
             return order_scores(p, options, "after")
         mentions = self.mentions(place, clip, settings.place_spelling)
-        near = None
-        if len(mentions):
-            seconds = clip.times * (item.visual.end - item.visual.start) + item.visual.start
-            near = np.abs(seconds[:, None] - mentions[None, :]).min(axis=1) <= NEAR_SECONDS
+        near = near_mentions(clip_seconds(clip, item), mentions) if len(mentions) else None
         return at_scores(p, options, near, self.places.affinity(place, item.options))
 
     @staticmethod
     def location_scores(p: np.ndarray, options: Sequence[int], relation: str, clip: _Clip, mentions: np.ndarray,
                         item: MultipleChoiceItem) -> np.ndarray:
-        seconds = clip.times * (item.visual.end - item.visual.start) + item.visual.start
+        seconds = clip_seconds(clip, item)
         if relation.startswith("before"):
             where = seconds < mentions.min()
         elif relation.startswith("after"):
             where = seconds > mentions.max()
         else:
-            where = np.abs(seconds[:, None] - mentions[None, :]).min(axis=1) <= NEAR_SECONDS
+            where = near_mentions(seconds, mentions)
         return np.array([(p[where, o].sum() - p[~where, o].sum()) for o in options])
 
 
