@@ -30,11 +30,14 @@ setup: $(VENV)/.installed
 demo: setup
 	$(PY) train.py model=lfb_cat context=5min
 
-# The lint first (ruff, rules in pyproject.toml), then the whole suite in TEST_WORKERS processes (pytest-xdist; each
-# gets its share of the cores as threads, tests/conftest.py; TEST_WORKERS=0 runs it in this process); the 15 slowest
-# are listed at the end. loadscope sends a module's tests to one process, so that a module-scoped fixture (a training
-# run) is built once. The real annotations are read from $(SHARED_DATA) when it exists (tests that need them skip otherwise).
+# The lint first (ruff, rules in pyproject.toml); lmms-eval's own environment, which a test runs lmms-eval in (built
+# once from PyPI, about 25 s, then found: docs/lmms_eval.md); then the whole suite in TEST_WORKERS processes
+# (pytest-xdist; each gets its share of the cores as threads, tests/conftest.py; TEST_WORKERS=0 runs it in this
+# process); the 15 slowest are listed at the end. loadscope sends a module's tests to one process, so that a
+# module-scoped fixture (a training run) is built once. The real annotations are read from $(SHARED_DATA) when it
+# exists (tests that need them skip otherwise).
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m ruff check .
+	$(PY) -m spacewalk.multiple_choice.lmms_eval environment --root data/lmms_eval_env
 	SPACEWALK_SHARED_DATA=$(SHARED_DATA) $(PY) -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadscope

@@ -109,7 +109,13 @@ class _Waited:
     would end the sweep while the others run on)."""
 
     def __init__(self, job, sweep_dir: Path, job_num: int, overrides: Sequence[str]):
+        from submitit.local.local import LocalJob
+
         self.job, self.sweep_dir, self.job_num, self.overrides = job, sweep_dir, job_num, overrides
+        if isinstance(job, LocalJob):
+            # submitit waits up to 15 s for an ended job's result file to appear, for a cluster's shared file system;
+            # a job on this machine wrote it before its process ended, or never will (a killed job)
+            job._results_timeout_s = 0
 
     def results(self) -> list[Any]:
         from submitit.core.utils import FailedJobError, UncompletedJobError

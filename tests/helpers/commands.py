@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from helpers.forked_commands import Launcher
+from helpers.forked_commands import Launcher, read_at_run_time, steady
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
@@ -48,9 +48,11 @@ def run_command(*args, env: dict | None = None, check: bool = True, timeout: flo
     interpreter for `python -c`, for a command given in `env` a variable the launcher's libraries might read when
     imported (any but RUN_TIME_VARIABLES), and everywhere under SPACEWALK_TEST_FRESH_INTERPRETERS=1."""
     path = os.pathsep.join([str(REPO), str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])
-    environment = os.environ | OFFLINE | {"PYTHONPATH": path} | (env or {})
+    common = os.environ | OFFLINE | {"PYTHONPATH": path}  # what every command gets
+    environment = common | (env or {})
     args = [str(a) for a in args]
-    own = any(os.environ.get(k) != v and not read_at_run_time(k) for k, v in (env or {}).items())
+    # a value that every command gets anyway (the offline settings, the test process's own) is not one of its own
+    own = any(common.get(k) != v and not read_at_run_time(k) for k, v in (env or {}).items())
     launcher = None if own or args[0] == "-c" or not forking() else _launcher_for(environment)
     if launcher is None:
         result = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, env=environment,
@@ -71,22 +73,7 @@ def forking() -> bool:
     return os.environ.get("SPACEWALK_TEST_FRESH_INTERPRETERS") != "1"
 
 
-# Variables that no library the launcher imports (forked_commands.PREIMPORTED) reads when it is imported: pytest's
-# name of the running test, the project's own settings (spacewalk imports after the fork) and those of the
-# libraries it reads them for when a command runs (the OpenAI-compatible client, Lightning's SLURM environment);
-# and what a test process sets for good while it runs: Lightning's seed_everything (PL_GLOBAL_SEED,
-# PL_SEED_WORKERS), its ddp_spawn rendezvous (MASTER_ADDR, MASTER_PORT: torch.distributed reads them when a process
-# group starts), W&B's service address (WANDB_SERVICE: read by wandb.init) and the stub servers' addresses that
-# the tests name TEST_* (read by the OpenAI-compatible client). A command may have its own values of these, or the
-# test process change them, and the command is still forked from the running launcher: each change would
-# otherwise start a new launcher (about 7 s of CPU).
-RUN_TIME_VARIABLES = ("PYTEST_CURRENT_TEST", "SPACEWALK_*", "OPENAI_*", "SLURM_*", "PL_GLOBAL_SEED", "PL_SEED_WORKERS",
-                      "MASTER_ADDR", "MASTER_PORT", "WANDB_SERVICE", "TEST_*")
 _launcher: Launcher | None = None  # this process's; replaced when the test process's variables change
-
-
-def read_at_run_time(name: str) -> bool:
-    return any(name == v or (v.endswith("*") and name.startswith(v[:-1])) for v in RUN_TIME_VARIABLES)
 
 
 def _launcher_for(environment: dict) -> Launcher:
@@ -94,9 +81,6 @@ def _launcher_for(environment: dict) -> Launcher:
     RUN_TIME_VARIABLES), else a new one in its place. A test that changes a variable for good (Lightning's
     seed_everything sets PL_GLOBAL_SEED) costs one start of the launcher, and a library that reads a variable when
     it is imported reads the command's value."""
-    def steady(variables: dict) -> dict:
-        return {k: v for k, v in variables.items() if not read_at_run_time(k)}
-
     global _launcher
     if _launcher is not None and _launcher.alive() and steady(environment) == steady(_launcher.environment):
         return _launcher

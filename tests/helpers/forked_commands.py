@@ -24,12 +24,16 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import io
 import json
 import os
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import weakref
 
 # what every train.py / evaluate.py run imports, and what makes up most of its start-up time: torch and Lightning
@@ -37,6 +41,34 @@ import weakref
 # transformers' model code and scikit-learn: 1.3 s), open_clip (with timm: 1 s) and wandb (0.7 s)
 PREIMPORTED = ("torch", "pytorch_lightning", "hydra", "omegaconf", "transformers", "sentence_transformers",
                "open_clip", "wandb")
+
+# Variables that no library the launcher imports (PREIMPORTED) reads when it is imported: pytest's name of the running
+# test, the project's own settings (spacewalk imports after the fork) and those of the libraries it reads them for
+# when a command runs (the OpenAI-compatible client, Lightning's SLURM environment); what a test process sets for good
+# while it runs: Lightning's seed_everything (PL_GLOBAL_SEED, PL_SEED_WORKERS), its ddp_spawn rendezvous
+# (MASTER_ADDR, MASTER_PORT: torch.distributed reads them when a process group starts), W&B's service address
+# (WANDB_SERVICE: read by wandb.init) and the stub servers' addresses that the tests name TEST_* (read by the
+# OpenAI-compatible client); and what a command sets for the processes it starts: a DDP rank's place (Lightning's
+# LOCAL_RANK, NODE_RANK, WORLD_SIZE; torch.distributed's RANK, GROUP_RANK, LOCAL_WORLD_SIZE, ...: read when the
+# process group starts), submitit's description of a job (SUBMITIT_*, read by the job's own code) and the GPUs it
+# may see (CUDA_VISIBLE_DEVICES: read when CUDA is initialized, which torch does on first use, never on import). A
+# command may
+# have its own values of these, or the test process change them, and the command is still forked from the running
+# launcher: each change would otherwise start a new launcher (about 7 s of CPU) or a fresh interpreter.
+RUN_TIME_VARIABLES = ("PYTEST_CURRENT_TEST", "SPACEWALK_*", "OPENAI_*", "SLURM_*", "PL_GLOBAL_SEED", "PL_SEED_WORKERS",
+                      "MASTER_ADDR", "MASTER_PORT", "WANDB_SERVICE", "TEST_*", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE",
+                      "RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
+                      "TORCHELASTIC_*", "SUBMITIT_*", "CUDA_VISIBLE_DEVICES")
+
+
+def read_at_run_time(name: str) -> bool:
+    return any(name == v or (v.endswith("*") and name.startswith(v[:-1])) for v in RUN_TIME_VARIABLES)
+
+
+def steady(variables) -> dict:
+    """The variables a library the launcher imports might read when imported: a launcher serves only commands whose
+    steady variables equal its own."""
+    return {k: v for k, v in variables.items() if not read_at_run_time(k)}
 
 
 class Launcher:
@@ -87,8 +119,10 @@ class Launcher:
         self.process.wait(timeout=30)
 
 
-def _run_as_main(args: list[str], environment: dict, stdout_path: str, stderr_path: str) -> None:
-    """In the forked child: become `python ARGS` with its streams in the two files; never returns."""
+def _run_as_main(args: list[str], environment: dict, stdout_path: str | None, stderr_path: str | None,
+                 unbuffered: bool = False) -> None:
+    """In the forked child: become `python ARGS` with its streams in the two files (None: the standard streams it
+    already has; `unbuffered`: as `python -u`); never returns."""
     import runpy
 
     os.setpgid(0, 0)  # a timeout kills the command and whatever it started
@@ -100,8 +134,14 @@ def _run_as_main(args: list[str], environment: dict, stdout_path: str, stderr_pa
     os.environ.clear()
     os.environ.update(environment)
     # the launcher's sys.stdout and sys.stderr (opened on /dev/null: buffered as on a file) now write to the files
-    os.dup2(os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1)
-    os.dup2(os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+    if stdout_path is not None:
+        os.dup2(os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1)
+    if stderr_path is not None:
+        os.dup2(os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+    if unbuffered:  # what -u makes of the two streams: text written through to an unbuffered file
+        sys.stdout, sys.stderr = (io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=stream.encoding,
+                                                   errors=stream.errors, write_through=True)
+                                  for fd, stream in ((1, sys.stdout), (2, sys.stderr)))
     try:
         if args[0] == "-m":
             sys.argv = ["-m", *args[2:]]
@@ -161,31 +201,195 @@ def _keep_import_time_folders() -> None:
         atexit.unregister(private.MEDIA_TMP.cleanup)
 
 
+# The interpreter a command sees as sys.executable: a small script (run by the real interpreter with -IS, which
+# starts in about 20 ms) that asks the launcher to fork `python [-u] [-B] SCRIPT|-m MODULE ARGS` with its own
+# standard streams, environment and folder, forwards the signals it gets to that process, and ends with its status.
+# Anything else (`-c`, other options), a launcher that cannot be reached, or one that declines (the environment
+# differs in a variable a preimported library reads when imported, or the program takes its own process id for the
+# one its starter sees: OWN_PID_PROGRAMS) becomes the real interpreter (exec, which keeps the process id). So the
+# second rank of a DDP run (Lightning starts `sys.executable train.py ...`) and a sweep's jobs (submitit's
+# `sys.executable -u -m submitit.core._submit`) are forks too. When the script's process ends (killed too: Lightning
+# kills the other ranks' when one fails), the launcher kills the process group of what it forked for it.
+SUB_LAUNCH_SCRIPT = """\
+import json, os, signal, socket, sys
+
+REAL, SOCKET = {real!r}, {socket!r}
+
+
+def real():
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+
+
+args = sys.argv[1:]
+flags = []
+while args and args[0] in ("-u", "-B"):
+    flags.append(args.pop(0))
+if not args or (args[0].startswith("-") and args[0] != "-m") or args[:1] == ["-m"] and len(args) < 2:
+    real()
+try:
+    launcher = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    launcher.connect(SOCKET)
+    request = json.dumps({{"args": args, "flags": flags, "environment": dict(os.environ), "cwd": os.getcwd()}})
+    socket.send_fds(launcher, [request.encode() + b"\\n"], [0, 1, 2])
+    replies = launcher.makefile("r")
+    reply = json.loads(replies.readline() or "{{}}")
+except OSError:
+    real()
+if "pid" not in reply:
+    real()
+for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+    signal.signal(number, lambda number, frame: os.kill(reply["pid"], number))
+line = replies.readline()  # the status when the fork ends (a signal handler's run does not cut the wait short)
+status = json.loads(line)["returncode"] if line else -signal.SIGKILL
+if status < 0:
+    signal.signal(-status, signal.SIG_DFL)
+    os.kill(os.getpid(), -status)
+os._exit(status & 0xFF)
+"""
+
+
+# submitit's local controller names the job's folder by its own process id, which its starter (the sweep's launcher)
+# reads as the id of the process it started: a fork would have another
+OWN_PID_PROGRAMS = (["-m", "submitit.local._local"],)
+
+
+def _sub_launcher(folder: str) -> tuple[socket.socket | None, str | None]:
+    """The listening socket and the interpreter script of SUB_LAUNCH_SCRIPT, in `folder`; (None, None) where a Unix
+    socket cannot be made there (its path too long)."""
+    path = os.path.join(folder, "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+    except OSError:
+        listener.close()
+        return None, None
+    listener.listen(16)
+    script = os.path.join(folder, "python")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(f"#!{sys.executable} -IS\n" + SUB_LAUNCH_SCRIPT.format(real=sys.executable, socket=path))
+    os.chmod(script, 0o755)
+    return listener, script
+
+
+def _received(connection: socket.socket) -> tuple[dict, list[int]]:
+    """A sub-launch request: its JSON line and the three standard streams passed with it."""
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+    while data and not data.endswith(b"\n"):
+        more = connection.recv(1 << 16)
+        if not more:
+            break
+        data += more
+    return (json.loads(data) if data.endswith(b"\n") else {}), fds
+
+
 def _serve(request_fd: int, reply_fd: int) -> None:
     import importlib
 
+    started = dict(os.environ)
     for name in PREIMPORTED:
         importlib.import_module(name)
+    # what those imports set for themselves (scikit-learn's KMP_*, Lightning's PYTORCH_NVML_BASED_CUDA_CHECK): a
+    # command has their effect whether or not its environment holds them
+    set_by_imports = {k for k, v in os.environ.items() if started.get(k) != v}
+
+    def servable(environment: dict) -> bool:
+        return ({k: v for k, v in steady(environment).items() if k not in set_by_imports}
+                == {k: v for k, v in steady(started).items() if k not in set_by_imports})
+
     _keep_import_time_folders()
+    folder = tempfile.mkdtemp(prefix="spacewalk-launcher-")
+    listener, interpreter = _sub_launcher(folder)
+    # a child's end wakes the loop below (select on the wake-up pipe) as promptly as a request does
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
     # what the launcher has made is never garbage-collected in a command: a command's full collection would otherwise
     # walk the launcher's 600,000 objects and copy their pages (0.7 s of CPU for two collections in a fork against
     # 0.02 s frozen), as Python's gc.freeze documentation advises for processes that fork without exec
     gc.freeze()
     requests, replies = os.fdopen(request_fd, "r"), os.fdopen(reply_fd, "w", buffering=1)
-    for line in requests:
-        request = json.loads(line)
+    launched: dict[int, socket.socket | None] = {}  # running children: the sub-launch connection, or None (a test's)
+    connections: dict[socket.socket, int] = {}
+
+    def fork(args, environment, stdout, stderr, unbuffered=False, streams=(), cwd=None) -> int:
         pid = os.fork()
         if pid == 0:
-            requests.close()
-            replies.close()
-            _run_as_main(request["args"], request["environment"], request["stdout"], request["stderr"])
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for resource in (requests, replies, *(r for r in (listener,) if r is not None), *connections):
+                resource.close()
+            for fd in (wake_read, wake_write):
+                os.close(fd)
+            for target, fd in enumerate(streams):
+                os.dup2(fd, target)
+                os.close(fd)
+            if cwd is not None:
+                os.chdir(cwd)
+            if interpreter is not None:
+                sys.executable = interpreter
+            _run_as_main(args, environment, stdout, stderr, unbuffered)
         try:
             os.setpgid(pid, pid)  # also here: the test may kill the group before the child has run its setpgid
         except (PermissionError, ProcessLookupError):  # the child has already exec'd a program or exited
             pass
-        replies.write(json.dumps({"pid": pid}) + "\n")
-        _, status = os.waitpid(pid, 0)
-        replies.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
+        return pid
+
+    try:
+        while True:
+            waiting = [requests, wake_read, *((listener,) if listener is not None else ()), *connections]
+            try:
+                ready, _, _ = select.select(waiting, [], [])
+            except InterruptedError:
+                ready = []
+            if wake_read in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_read, 4096)
+            while launched:  # the children that have ended, each answered
+                pid, status = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+                connection = launched.pop(pid, None)
+                message = json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n"
+                if connection is None:
+                    replies.write(message)
+                else:
+                    with contextlib.suppress(OSError):
+                        connection.sendall(message.encode())
+                    connection.close()
+                    connections.pop(connection, None)
+            if requests in ready:  # the test process asks for a command
+                line = requests.readline()
+                if not line:
+                    break
+                request = json.loads(line)
+                pid = fork(request["args"], request["environment"], request["stdout"], request["stderr"])
+                launched[pid] = None
+                replies.write(json.dumps({"pid": pid}) + "\n")
+            if listener is not None and listener in ready:
+                connection, _ = listener.accept()
+                request, streams = _received(connection)
+                if (len(streams) != 3 or not servable(request.get("environment", {}))
+                        or any(request.get("args", [])[:len(p)] == p for p in OWN_PID_PROGRAMS)):
+                    for fd in streams:
+                        os.close(fd)
+                    connection.sendall(b"{}\n")  # declined: the script becomes the real interpreter
+                    connection.close()
+                    continue
+                pid = fork(request["args"], request["environment"], None, None, "-u" in request["flags"],
+                           streams, request["cwd"])
+                for fd in streams:
+                    os.close(fd)
+                launched[pid] = connection
+                connections[connection] = pid
+                connection.sendall((json.dumps({"pid": pid}) + "\n").encode())
+            for connection in [c for c in connections if c in ready]:  # a script's process ended first: its fork too
+                if connection.recv(1) == b"":
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(connections[connection], signal.SIGKILL)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

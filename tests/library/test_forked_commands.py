@@ -152,3 +152,95 @@ def test_a_commands_exit_leaves_the_folders_the_launcher_made_when_it_imported(t
     assert first[1] == second[1] == "True"
     if commands.forking():
         assert first[0] == second[0]  # the launcher's folder, not one of each command's own
+
+
+CHILD = """
+import json, os, sys
+print(json.dumps({"preimported": "torch" in sys.modules, "argv": sys.argv, "cwd": os.getcwd(), "name": __name__,
+                  "own": os.environ.get("SPACEWALK_TEST_CHILD"), "write_through": sys.stdout.write_through}))
+print("child to stderr", file=sys.stderr)
+sys.exit(5)
+"""
+
+SLEEPER = """
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: (open(sys.argv[1] + ".terminated", "w").close(), sys.exit(3)))
+open(sys.argv[1] + ".tmp", "w").write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(60)
+"""
+
+PARENT = """
+import json, os, signal, subprocess, sys, time
+
+folder = sys.argv[1]
+child, sleeper = os.path.join(folder, "child.py"), os.path.join(folder, "sleeper.py")
+
+
+def run(args, **variables):
+    done = subprocess.run([sys.executable, *args], cwd=folder, env=os.environ | variables, capture_output=True,
+                          text=True, timeout=60)
+    return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+
+def started(name):
+    pid_file = os.path.join(folder, name)
+    process = subprocess.Popen([sys.executable, sleeper, pid_file])
+    while not os.path.exists(pid_file):
+        time.sleep(0.05)
+    return process, int(open(pid_file).read())
+
+
+def gone(pid):
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+report = {"script": run([child, "a"], SPACEWALK_TEST_CHILD="x"),
+          "unbuffered_module": run(["-u", "-B", "-m", "child", "b"]),
+          "own_variable": run([child], OMP_NUM_THREADS="2"),
+          "dash_c": run(["-c", "import sys; print('torch' in sys.modules)"])}
+process, pid = started("killed.pid")
+process.kill()
+report["killed"] = {"returncode": process.wait(), "gone": gone(pid)}
+process, pid = started("terminated.pid")
+process.terminate()
+report["terminated"] = {"returncode": process.wait(), "gone": gone(pid),
+                        "handled": os.path.exists(os.path.join(folder, "terminated.pid.terminated"))}
+print(json.dumps(report))
+"""
+
+
+def test_a_commands_own_python_is_a_fork_of_the_launcher_where_a_fresh_one_would_read_the_same(launcher, tmp_path):
+    """What a command starts as `sys.executable SCRIPT` or `-m MODULE` (a DDP rank, a sweep's job) is forked from the
+    launcher too: its own argv, folder, environment, streams and status, -u honoured, the process ended when the
+    one that started it is killed and a signal to that one passed on; `-c` and an environment that a preimported
+    library reads differently get the real interpreter."""
+    (tmp_path / "child.py").write_text(CHILD)
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    (tmp_path / "parent.py").write_text(PARENT)
+    out, err = tmp_path / "out", tmp_path / "err"
+    assert launcher.run([str(tmp_path / "parent.py"), str(tmp_path)], launcher.environment, out, err, 120) == 0, (
+        err.read_text())
+    report = json.loads(out.read_text())
+    unbuffered = bool(launcher.environment.get("PYTHONUNBUFFERED"))  # as a fresh interpreter's streams would be
+    script = report["script"]
+    assert script["returncode"] == 5 and script["stderr"] == "child to stderr\n"
+    assert json.loads(script["stdout"]) == {"preimported": True, "argv": [str(tmp_path / "child.py"), "a"],
+                                            "cwd": str(tmp_path), "name": "__main__", "own": "x",
+                                            "write_through": unbuffered}
+    module = report["unbuffered_module"]
+    assert module["returncode"] == 5 and json.loads(module["stdout"]) == {
+        "preimported": True, "argv": [str(tmp_path / "child.py"), "b"], "cwd": str(tmp_path), "name": "__main__",
+        "own": None, "write_through": True}
+    # OMP_NUM_THREADS is read when torch is imported: a fresh interpreter, as everything given -c
+    assert json.loads(report["own_variable"]["stdout"])["preimported"] is False
+    assert report["dash_c"]["stdout"] == "False\n"
+    assert report["killed"] == {"returncode": -9, "gone": True}
+    # SIGTERM reaches the process itself, which handles it (its handler exits 3)
+    assert report["terminated"] == {"returncode": 3, "gone": True, "handled": True}
