@@ -114,7 +114,8 @@ class _Waited:
         self.job, self.sweep_dir, self.job_num, self.overrides = job, sweep_dir, job_num, overrides
         if isinstance(job, LocalJob):
             # submitit waits up to 15 s for an ended job's result file to appear, for a cluster's shared file system;
-            # a job on this machine wrote it before its process ended, or never will (a killed job)
+            # a job on this machine wrote it before its process ended, or never will (a killed job). The wait is
+            # submitit's private `_results_timeout_s` (1.5): without it the wait is back, nothing else changes
             job._results_timeout_s = 0
 
     def results(self) -> list[Any]:

@@ -17,6 +17,12 @@ so a launcher serves only commands with its own environment (helpers/commands.py
 variables change, a new launcher takes its place, and `python -c` (tests that block imports before anything runs)
 and a command given a variable of its own that one of those libraries might read start a fresh interpreter.
 SPACEWALK_TEST_FRESH_INTERPRETERS=1 runs every command in a fresh interpreter, as a user's shell does.
+
+What a command starts as `python SCRIPT` or `python -m MODULE` (a DDP run's second rank, a local sweep's jobs) is
+forked from the launcher too (SUB_LAUNCH_SCRIPT says how). Such a program differs from a child the command started
+itself in that its parent is the launcher (its starter sees the pid of the small script that stands for it, and its
+CPU time is not in the starter's RUSAGE_CHILDREN), it leads a process group of its own, and only `-u` and `-B` among
+the interpreter's options are served (any other, `-c` included, gets the real interpreter).
 """
 
 from __future__ import annotations
@@ -50,11 +56,11 @@ PREIMPORTED = ("torch", "pytorch_lightning", "hydra", "omegaconf", "transformers
 # (WANDB_SERVICE: read by wandb.init) and the stub servers' addresses that the tests name TEST_* (read by the
 # OpenAI-compatible client); and what a command sets for the processes it starts: a DDP rank's place (Lightning's
 # LOCAL_RANK, NODE_RANK, WORLD_SIZE; torch.distributed's RANK, GROUP_RANK, LOCAL_WORLD_SIZE, ...: read when the
-# process group starts), submitit's description of a job (SUBMITIT_*, read by the job's own code) and the GPUs it
-# may see (CUDA_VISIBLE_DEVICES: read when CUDA is initialized, which torch does on first use, never on import). A
-# command may
-# have its own values of these, or the test process change them, and the command is still forked from the running
-# launcher: each change would otherwise start a new launcher (about 7 s of CPU) or a fresh interpreter.
+# process group starts, and by Lightning when imported for its rank-zero-only functions, which a fork reads again:
+# _run_as_main), submitit's description of a job (SUBMITIT_*, read by the job's own code) and the GPUs it may see
+# (CUDA_VISIBLE_DEVICES: read when CUDA is initialized, which torch does on first use, never on import). A command
+# may have its own values of these, or the test process change them, and the command is still forked from the
+# running launcher: each change would otherwise start a new launcher (about 7 s of CPU) or a fresh interpreter.
 RUN_TIME_VARIABLES = ("PYTEST_CURRENT_TEST", "SPACEWALK_*", "OPENAI_*", "SLURM_*", "PL_GLOBAL_SEED", "PL_SEED_WORKERS",
                       "MASTER_ADDR", "MASTER_PORT", "WANDB_SERVICE", "TEST_*", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE",
                       "RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
@@ -133,6 +139,9 @@ def _run_as_main(args: list[str], environment: dict, stdout_path: str | None, st
         finalizer.atexit = False
     os.environ.clear()
     os.environ.update(environment)
+    rank_zero = sys.modules.get("lightning_fabric.utilities.rank_zero")
+    if rank_zero is not None:  # Lightning reads the process's rank from RANK / LOCAL_RANK / SLURM_PROCID on import
+        rank_zero.rank_zero_only.rank = rank_zero._get_rank() or 0
     # the launcher's sys.stdout and sys.stderr (opened on /dev/null: buffered as on a file) now write to the files
     if stdout_path is not None:
         os.dup2(os.open(stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1)
@@ -180,7 +189,7 @@ def _exit_without_teardown(code: int | None) -> None:
 
     threading._shutdown()  # joins non-daemon threads and runs threading's own exit hooks (thread pools)
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
         except (OSError, ValueError):  # closed by the command
@@ -214,9 +223,25 @@ SUB_LAUNCH_SCRIPT = """\
 import json, os, signal, socket, sys
 
 REAL, SOCKET = {real!r}, {socket!r}
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+pid, pending = None, []
 
 
-def real():
+def forward(number, frame):
+    if pid is None:
+        pending.append(number)
+    else:
+        try:
+            os.kill(pid, number)
+        except ProcessLookupError:  # it has just ended
+            pass
+
+
+def real():  # the signals that came meanwhile reach the real interpreter as they would have reached it
+    for number in FORWARDED:
+        signal.signal(number, signal.SIG_DFL)
+    for number in pending:
+        os.kill(os.getpid(), number)
     os.execv(REAL, [REAL, *sys.argv[1:]])
 
 
@@ -226,23 +251,36 @@ while args and args[0] in ("-u", "-B"):
     flags.append(args.pop(0))
 if not args or (args[0].startswith("-") and args[0] != "-m") or args[:1] == ["-m"] and len(args) < 2:
     real()
+for number in FORWARDED:
+    signal.signal(number, forward)
 try:
     launcher = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     launcher.connect(SOCKET)
-    request = json.dumps({{"args": args, "flags": flags, "environment": dict(os.environ), "cwd": os.getcwd()}})
+except OSError:  # no launcher: nothing has started
+    real()
+request = json.dumps({{"args": args, "flags": flags, "environment": dict(os.environ), "cwd": os.getcwd()}})
+replies = launcher.makefile("r")
+try:
     socket.send_fds(launcher, [request.encode() + b"\\n"], [0, 1, 2])
-    replies = launcher.makefile("r")
-    reply = json.loads(replies.readline() or "{{}}")
+    line = replies.readline()
 except OSError:
+    line = ""
+if not line:  # the launcher went away after the request: whether the program started is unknown
+    print(f"{{sys.argv[0]}}: the command launcher ended before it answered", file=sys.stderr)
+    os._exit(1)
+reply = json.loads(line)
+if "pid" not in reply:  # declined
     real()
-if "pid" not in reply:
-    real()
-for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
-    signal.signal(number, lambda number, frame: os.kill(reply["pid"], number))
+pid = reply["pid"]
+for number in pending:
+    forward(number, None)
 line = replies.readline()  # the status when the fork ends (a signal handler's run does not cut the wait short)
 status = json.loads(line)["returncode"] if line else -signal.SIGKILL
-if status < 0:
-    signal.signal(-status, signal.SIG_DFL)
+for number in FORWARDED:
+    signal.signal(number, signal.SIG_DFL)
+if status < 0:  # ended by a signal: end by the same one (SIGKILL and SIGSTOP keep their default action anyway)
+    if -status not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(-status, signal.SIG_DFL)
     os.kill(os.getpid(), -status)
 os._exit(status & 0xFF)
 """
@@ -297,7 +335,7 @@ def _serve(request_fd: int, reply_fd: int) -> None:
                 == {k: v for k, v in steady(started).items() if k not in set_by_imports})
 
     _keep_import_time_folders()
-    folder = tempfile.mkdtemp(prefix="spacewalk-launcher-")
+    launcher, folder = os.getpid(), tempfile.mkdtemp(prefix="spacewalk-launcher-")
     listener, interpreter = _sub_launcher(folder)
     # a child's end wakes the loop below (select on the wake-up pipe) as promptly as a request does
     wake_read, wake_write = os.pipe()
@@ -310,26 +348,35 @@ def _serve(request_fd: int, reply_fd: int) -> None:
     # 0.02 s frozen), as Python's gc.freeze documentation advises for processes that fork without exec
     gc.freeze()
     requests, replies = os.fdopen(request_fd, "r"), os.fdopen(reply_fd, "w", buffering=1)
-    launched: dict[int, socket.socket | None] = {}  # running children: the sub-launch connection, or None (a test's)
+    # running children: their script's connection, None for the test process's command, False once the script is gone
+    launched: dict[int, socket.socket | None | bool] = {}
     connections: dict[socket.socket, int] = {}
 
-    def fork(args, environment, stdout, stderr, unbuffered=False, streams=(), cwd=None) -> int:
+    def fork(args, environment, stdout, stderr, flags=(), streams=(), cwd=None, connection=None) -> int:
         pid = os.fork()
         if pid == 0:
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for resource in (requests, replies, *(r for r in (listener,) if r is not None), *connections):
-                resource.close()
-            for fd in (wake_read, wake_write):
-                os.close(fd)
-            for target, fd in enumerate(streams):
-                os.dup2(fd, target)
-                os.close(fd)
-            if cwd is not None:
-                os.chdir(cwd)
-            if interpreter is not None:
-                sys.executable = interpreter
-            _run_as_main(args, environment, stdout, stderr, unbuffered)
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for resource in (requests, replies, listener, connection, *connections):
+                    if resource is not None:
+                        resource.close()
+                for fd in (wake_read, wake_write):
+                    os.close(fd)
+                for target, fd in enumerate(streams):
+                    os.dup2(fd, target)
+                    os.close(fd)
+                if cwd is not None:
+                    os.chdir(cwd)
+                if interpreter is not None:
+                    sys.executable = interpreter
+                sys.dont_write_bytecode = "-B" in flags
+            except BaseException:  # noqa: BLE001 -- never back into the launcher's loop (nor its clean-up) in a child
+                import traceback
+
+                traceback.print_exc()
+                os._exit(1)
+            _run_as_main(args, environment, stdout, stderr, "-u" in flags)
         try:
             os.setpgid(pid, pid)  # also here: the test may kill the group before the child has run its setpgid
         except (PermissionError, ProcessLookupError):  # the child has already exec'd a program or exited
@@ -339,10 +386,7 @@ def _serve(request_fd: int, reply_fd: int) -> None:
     try:
         while True:
             waiting = [requests, wake_read, *((listener,) if listener is not None else ()), *connections]
-            try:
-                ready, _, _ = select.select(waiting, [], [])
-            except InterruptedError:
-                ready = []
+            ready, _, _ = select.select(waiting, [], [])
             if wake_read in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_read, 4096)
@@ -350,12 +394,12 @@ def _serve(request_fd: int, reply_fd: int) -> None:
                 pid, status = os.waitpid(-1, os.WNOHANG)
                 if pid == 0:
                     break
-                connection = launched.pop(pid, None)
+                connection = launched.pop(pid, False)  # (never another process: the launcher starts no other)
                 message = json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n"
                 if connection is None:
                     replies.write(message)
-                else:
-                    with contextlib.suppress(OSError):
+                elif connection is not False:
+                    with contextlib.suppress(OSError):  # the script may be ending too
                         connection.sendall(message.encode())
                     connection.close()
                     connections.pop(connection, None)
@@ -369,27 +413,40 @@ def _serve(request_fd: int, reply_fd: int) -> None:
                 replies.write(json.dumps({"pid": pid}) + "\n")
             if listener is not None and listener in ready:
                 connection, _ = listener.accept()
-                request, streams = _received(connection)
+                try:
+                    request, streams = _received(connection)
+                except OSError:  # the script ended before it asked
+                    request, streams = {}, []
                 if (len(streams) != 3 or not servable(request.get("environment", {}))
                         or any(request.get("args", [])[:len(p)] == p for p in OWN_PID_PROGRAMS)):
                     for fd in streams:
                         os.close(fd)
-                    connection.sendall(b"{}\n")  # declined: the script becomes the real interpreter
+                    with contextlib.suppress(OSError):
+                        connection.sendall(b"{}\n")  # declined: the script becomes the real interpreter
                     connection.close()
                     continue
-                pid = fork(request["args"], request["environment"], None, None, "-u" in request["flags"],
-                           streams, request["cwd"])
+                pid = fork(request["args"], request["environment"], None, None, request["flags"], streams,
+                           request["cwd"], connection)
                 for fd in streams:
                     os.close(fd)
                 launched[pid] = connection
                 connections[connection] = pid
-                connection.sendall((json.dumps({"pid": pid}) + "\n").encode())
+                with contextlib.suppress(OSError):  # a script gone already: seen as its end below
+                    connection.sendall((json.dumps({"pid": pid}) + "\n").encode())
             for connection in [c for c in connections if c in ready]:  # a script's process ended first: its fork too
-                if connection.recv(1) == b"":
+                try:
+                    ended = connection.recv(1) == b""
+                except OSError:
+                    ended = True
+                if ended:
+                    pid = connections.pop(connection)
+                    connection.close()
+                    launched[pid] = False
                     with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(connections[connection], signal.SIGKILL)
+                        os.killpg(pid, signal.SIGKILL)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if os.getpid() == launcher:  # a fork's own failure ends in os._exit, never here; this is for certainty
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -156,8 +156,11 @@ def test_a_commands_exit_leaves_the_folders_the_launcher_made_when_it_imported(t
 
 CHILD = """
 import json, os, sys
-print(json.dumps({"preimported": "torch" in sys.modules, "argv": sys.argv, "cwd": os.getcwd(), "name": __name__,
-                  "own": os.environ.get("SPACEWALK_TEST_CHILD"), "write_through": sys.stdout.write_through}))
+preimported = "torch" in sys.modules
+from lightning_fabric.utilities.rank_zero import rank_zero_only
+print(json.dumps({"preimported": preimported, "argv": sys.argv, "cwd": os.getcwd(), "name": __name__,
+                  "own": os.environ.get("SPACEWALK_TEST_CHILD"), "write_through": sys.stdout.write_through,
+                  "rank": rank_zero_only.rank}))
 print("child to stderr", file=sys.stderr)
 sys.exit(5)
 """
@@ -173,7 +176,7 @@ time.sleep(60)
 PARENT = """
 import json, os, signal, subprocess, sys, time
 
-folder = sys.argv[1]
+folder, threads = sys.argv[1], sys.argv[2]
 child, sleeper = os.path.join(folder, "child.py"), os.path.join(folder, "sleeper.py")
 
 
@@ -201,10 +204,11 @@ def gone(pid):
     return False
 
 
-report = {"script": run([child, "a"], SPACEWALK_TEST_CHILD="x"),
+report = {"script": run([child, "a"], SPACEWALK_TEST_CHILD="x", LOCAL_RANK="1"),
           "unbuffered_module": run(["-u", "-B", "-m", "child", "b"]),
-          "own_variable": run([child], OMP_NUM_THREADS="2"),
-          "dash_c": run(["-c", "import sys; print('torch' in sys.modules)"])}
+          "own_variable": run([child], OMP_NUM_THREADS=threads),
+          "dash_c": run(["-c", "import sys; print('torch' in sys.modules)"]),
+          "self_killed": run([os.path.join(folder, "self_killed.py")])}
 process, pid = started("killed.pid")
 process.kill()
 report["killed"] = {"returncode": process.wait(), "gone": gone(pid)}
@@ -218,29 +222,35 @@ print(json.dumps(report))
 
 def test_a_commands_own_python_is_a_fork_of_the_launcher_where_a_fresh_one_would_read_the_same(launcher, tmp_path):
     """What a command starts as `sys.executable SCRIPT` or `-m MODULE` (a DDP rank, a sweep's job) is forked from the
-    launcher too: its own argv, folder, environment, streams and status, -u honoured, the process ended when the
+    launcher too: its own argv, folder, environment (the rank Lightning reads from it), streams and status (an end
+    by SIGKILL too), -u honoured, the process ended when the
     one that started it is killed and a signal to that one passed on; `-c` and an environment that a preimported
     library reads differently get the real interpreter."""
     (tmp_path / "child.py").write_text(CHILD)
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     (tmp_path / "parent.py").write_text(PARENT)
+    (tmp_path / "self_killed.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    # a thread count other than the launcher's: OMP_NUM_THREADS is read when torch is imported
+    threads = str(int(launcher.environment.get("OMP_NUM_THREADS", "1")) + 1)
     out, err = tmp_path / "out", tmp_path / "err"
-    assert launcher.run([str(tmp_path / "parent.py"), str(tmp_path)], launcher.environment, out, err, 120) == 0, (
-        err.read_text())
+    assert launcher.run([str(tmp_path / "parent.py"), str(tmp_path), threads], launcher.environment, out, err,
+                        120) == 0, err.read_text()
     report = json.loads(out.read_text())
     unbuffered = bool(launcher.environment.get("PYTHONUNBUFFERED"))  # as a fresh interpreter's streams would be
     script = report["script"]
     assert script["returncode"] == 5 and script["stderr"] == "child to stderr\n"
     assert json.loads(script["stdout"]) == {"preimported": True, "argv": [str(tmp_path / "child.py"), "a"],
                                             "cwd": str(tmp_path), "name": "__main__", "own": "x",
-                                            "write_through": unbuffered}
+                                            "write_through": unbuffered, "rank": 1}
     module = report["unbuffered_module"]
     assert module["returncode"] == 5 and json.loads(module["stdout"]) == {
         "preimported": True, "argv": [str(tmp_path / "child.py"), "b"], "cwd": str(tmp_path), "name": "__main__",
-        "own": None, "write_through": True}
-    # OMP_NUM_THREADS is read when torch is imported: a fresh interpreter, as everything given -c
+        "own": None, "write_through": True, "rank": 0}
+    # a fresh interpreter, as everything given -c
     assert json.loads(report["own_variable"]["stdout"])["preimported"] is False
     assert report["dash_c"]["stdout"] == "False\n"
     assert report["killed"] == {"returncode": -9, "gone": True}
+    # a program that ends by SIGKILL (its own, or the kernel's out-of-memory killer): its starter sees it so
+    assert report["self_killed"] == {"returncode": -9, "stdout": "", "stderr": ""}
     # SIGTERM reaches the process itself, which handles it (its handler exits 3)
     assert report["terminated"] == {"returncode": 3, "gone": True, "handled": True}
