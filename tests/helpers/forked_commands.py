@@ -249,7 +249,7 @@ args = sys.argv[1:]
 flags = []
 while args and args[0] in ("-u", "-B"):
     flags.append(args.pop(0))
-if not args or (args[0].startswith("-") and args[0] != "-m") or args[:1] == ["-m"] and len(args) < 2:
+if not args or (args[0].startswith("-") and args[0] != "-m") or (args[0] == "-m" and len(args) < 2):
     real()
 for number in FORWARDED:
     signal.signal(number, forward)
@@ -330,9 +330,10 @@ def _serve(request_fd: int, reply_fd: int) -> None:
     # command has their effect whether or not its environment holds them
     set_by_imports = {k for k, v in os.environ.items() if started.get(k) != v}
 
-    def servable(environment: dict) -> bool:
-        return ({k: v for k, v in steady(environment).items() if k not in set_by_imports}
-                == {k: v for k, v in steady(started).items() if k not in set_by_imports})
+    def read_on_import(environment) -> dict:
+        return {k: v for k, v in steady(environment).items() if k not in set_by_imports}
+
+    own = read_on_import(started)
 
     _keep_import_time_folders()
     launcher, folder = os.getpid(), tempfile.mkdtemp(prefix="spacewalk-launcher-")
@@ -370,7 +371,8 @@ def _serve(request_fd: int, reply_fd: int) -> None:
                     os.chdir(cwd)
                 if interpreter is not None:
                     sys.executable = interpreter
-                sys.dont_write_bytecode = "-B" in flags
+                if "-B" in flags:  # otherwise as the environment says (PYTHONDONTWRITEBYTECODE), as for the launcher
+                    sys.dont_write_bytecode = True
             except BaseException:  # noqa: BLE001 -- never back into the launcher's loop (nor its clean-up) in a child
                 import traceback
 
@@ -417,7 +419,7 @@ def _serve(request_fd: int, reply_fd: int) -> None:
                     request, streams = _received(connection)
                 except OSError:  # the script ended before it asked
                     request, streams = {}, []
-                if (len(streams) != 3 or not servable(request.get("environment", {}))
+                if (len(streams) != 3 or read_on_import(request.get("environment", {})) != own
                         or any(request.get("args", [])[:len(p)] == p for p in OWN_PID_PROGRAMS)):
                     for fd in streams:
                         os.close(fd)
