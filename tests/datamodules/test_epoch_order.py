@@ -4,6 +4,7 @@ checked through `Trainer.fit`, not by calling set_epoch by hand (datamodules/glo
 from __future__ import annotations
 
 import json
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -16,13 +17,14 @@ from models.heads import LFBAvg
 from models.step_recognition import StepRecognitionModule
 from spacewalk.benchmarks.spacewalk18.data.dataset import Spacewalk18
 
+from helpers.ddp_processes import ddp_strategy
 from helpers.fakes import FakeText
 from helpers.synthetic_presets import SHORT
 
 
 class RecordOrder(pl.Callback):
     """The (recording, sample id) pairs of every training batch this process sees, per epoch and step; with
-    `out_dir`, written to <out_dir>/rank<r>.json at the end (spawned processes return nothing else)."""
+    `out_dir`, written to <out_dir>/rank<r>.json at the end (started processes return nothing else)."""
 
     def __init__(self, out_dir: Path | None = None):
         self.out_dir = out_dir
@@ -55,7 +57,7 @@ def fit(tmp_path, root: Path, epochs: int, ckpt_path=None, seed: int = 0, device
     checkpoint = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
     trainer = pl.Trainer(max_epochs=epochs, accelerator="cpu", devices=devices, logger=False, num_sanity_val_steps=0,
                          enable_progress_bar=False, enable_model_summary=False, callbacks=[order, checkpoint],
-                         use_distributed_sampler=False, strategy="ddp_spawn" if devices > 1 else "auto")
+                         use_distributed_sampler=False, strategy=ddp_strategy() if devices > 1 else "auto")
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     return order
 
@@ -75,12 +77,14 @@ def test_fit_draws_a_new_order_every_epoch_and_a_resumed_run_continues_it(tmp_pa
     assert resumed == {2: straight[2]}
 
 
-@pytest.mark.slow  # two spawned processes
+@pytest.mark.slow  # two more processes (helpers/ddp_processes.py)
 def test_two_processes_take_the_global_batches_of_one(tmp_path, root, monkeypatch):
     one = fit(tmp_path / "one", root, epochs=2).steps
-    # ddp_spawn's rank 0 hands its weights back through a file in a tempfile.mkdtemp() folder, and Lightning
-    # removes the file but not the folder: the spawned processes make it under this test's folder instead of /tmp
+    # the rank 0 of ddp_spawn or ddp_fork hands its weights back through a file in a tempfile.mkdtemp() folder, and
+    # Lightning removes the file but not the folder: the started processes make it under this test's folder instead
+    # of /tmp (a spawned one reads TMPDIR, a forked one the tempfile module's folder it inherits)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     fit(tmp_path / "two", root, epochs=2, devices=2)
     ranks = [json.loads((tmp_path / "two" / f"rank{r}.json").read_text()) for r in range(2)]
     for epoch, steps in one.items():

@@ -23,6 +23,8 @@ from spacewalk.benchmarks.spacewalk18.data.step_sampler import step_samples
 from spacewalk.benchmarks.spacewalk18.scoring.official import step_recognition_metrics
 from spacewalk.benchmarks.spacewalk18.scoring.predictions import read_step_predictions
 
+from helpers.ddp_processes import ddp_strategy
+
 D = 16
 
 
@@ -400,7 +402,7 @@ class RecordTau(pl.Callback):
             {"tau": float(module.tau), "Accuracy": float(trainer.callback_metrics["val/Accuracy"])}))
 
 
-@pytest.mark.slow  # two spawned processes: about 20 s
+@pytest.mark.slow  # two more processes (helpers/ddp_processes.py)
 def test_ddp_ranks_fit_the_same_tau_as_one_process(tmp_path):
     # 3 x 21 validation samples over 2 ranks: the DistributedSampler repeats one, the metric drops it
     data = ToyData(samples_per_video=21, batch_size=16, val_videos=3)
@@ -408,7 +410,7 @@ def test_ddp_ranks_fit_the_same_tau_as_one_process(tmp_path):
     module = StepRecognitionModule(LinearHead(D, identity_init=False))
     (tmp_path / "single").mkdir()
     trainer(callbacks=[RecordTau(tmp_path / "single")]).validate(module, datamodule=data)
-    trainer(callbacks=[RecordTau(tmp_path)], strategy="ddp_spawn", devices=2).validate(module, datamodule=data)
+    trainer(callbacks=[RecordTau(tmp_path)], strategy=ddp_strategy(), devices=2).validate(module, datamodule=data)
     expected = json.loads((tmp_path / "single" / "rank0.json").read_text())
     assert math.isfinite(expected["tau"])
     for rank in range(2):

@@ -37,6 +37,8 @@ from spacewalk.benchmarks.spacewalk18.scoring.official import (
 )
 from spacewalk.benchmarks.spacewalk18.scoring.step_recognition_metric import StepRecognitionMetric
 
+from helpers.ddp_processes import start_method
+
 
 def make_recording(video_id: str, bounds: list[tuple[int, int, int]], num_classes: int) -> Recording:
     """A recording from (frame_start, frame_end, label) triples; transcript and video are never read."""
@@ -439,7 +441,8 @@ def _ddp_worker(rank: int, world_size: int, rendezvous: str, out_dir: str) -> No
 
 
 def test_metric_under_ddp_equals_single_process(tmp_path):
-    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "rendezvous"), str(tmp_path)), nprocs=2, join=True)
+    mp.start_processes(_ddp_worker, args=(2, str(tmp_path / "rendezvous"), str(tmp_path)), nprocs=2, join=True,
+                       start_method=start_method())
     recs, samples, predictions, scores = synthetic_split()
     expected = json.loads(json.dumps(step_recognition_metrics(recs, samples, predictions, scores)))
     for rank in range(2):
