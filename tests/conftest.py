@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.commands import compose_evaluate, compose_train
+from helpers.parsed_yaml import keep_parsed_yaml
 from helpers.scheduling import heaviest_modules_first
 from helpers.shared_cache import shared_cache
 from helpers.shared_data import ci_requirements, shared_data_dir, unavailable, under_ci
@@ -24,7 +25,8 @@ from helpers.tiny_root import write_tiny_root
 def pytest_configure(config) -> None:
     """Under pytest-xdist (`make test` runs `-n 2`), each worker and every command it runs gets its share of the
     cores as threads (torch, OpenMP, BLAS and the tokenizers read these when they start), so that the workers do
-    not oversubscribe the machine; a value the caller set is kept."""
+    not oversubscribe the machine; a value the caller set is kept. Each process parses a config file's text once
+    (helpers/parsed_yaml.py)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if workers:
         threads = str(max(1, len(os.sched_getaffinity(0)) // workers))
@@ -33,6 +35,7 @@ def pytest_configure(config) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         if "torch" in sys.modules:  # imported before this hook ran: its thread pool is already sized
             sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    keep_parsed_yaml()  # each config file's text parsed once per process (helpers/parsed_yaml.py)
     if getattr(config.option, "dist", None) == "loadscope":
         # the modules go out in the order the workers collected them, heaviest first (helpers/scheduling.py), not
         # by their number of tests

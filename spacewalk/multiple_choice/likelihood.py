@@ -1,13 +1,13 @@
 """Multiple choice scored by likelihood: the log-probability a language model gives each option as the
 continuation of the item's prompt, at the cost of one prompt.
 
-The prompt (its text and visuals, as the model's processor encodes them) is run through the model once, keeping
-its key/value cache and the next-token distribution at its end; the options' continuations (each option's text
-and its label, the letter or number the prompt names it by) then run as one batch on copies of that cache, right
-padded. A continuation's tokens are scored in context: the first by the prompt's last distribution, each next one
-by the distribution after the tokens before it. The continuation is tokenized on its own and appended to the
-prompt's tokens (no merge across the boundary: the cache is of the prompt's tokens as they stand), which is what
-the direct reference in the tests does too.
+The prompt (its text and visuals, as the model's processor encodes them) is run through the model once, keeping its
+key/value cache and the next-token distribution at its end; the options' continuations (each option's text and its
+label, the letter or number the prompt names it by) then run in batches of rows of similar lengths on copies of that
+cache, right padded. A continuation's tokens are scored in context: the first by the prompt's last distribution,
+each next one by the distribution after the tokens before it. The continuation is tokenized on its own and appended
+to the prompt's tokens (no merge across the boundary: the cache is of the prompt's tokens as they stand), which is
+what the direct reference in the tests does too.
 
 Per option and per continuation, `sum` (the log-probability of the whole continuation) and `mean` (per token:
 comparable between options of different lengths) are kept; which of the four decides is the backend's
@@ -27,6 +27,8 @@ import torch
 from spacewalk.core.errors import ConfigError
 
 CONTINUATIONS = ("text", "label")
+# a continuation joins a batch when it has at least this share of the batch's longest one's tokens
+SIMILAR_LENGTH = 0.8
 CHOOSE_BY = tuple(f"{kind}_{how}" for kind in CONTINUATIONS for how in ("sum", "mean"))
 
 
@@ -75,15 +77,14 @@ def continuation_logprobs(model, prompt_inputs: Mapping[str, Any], continuations
     first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
     cache = out[cache_key]
     scored: list[Scored] = [None] * len(continuations)  # type: ignore[list-item]
-    # one-token continuations need nothing past the prompt's own distribution; the others go longest first, so that
-    # each batch pads its rows to lengths close to their own (options of 20 to 100 tokens are common)
+    # one-token continuations need nothing past the prompt's own distribution; the others go longest first, in
+    # batches of rows of similar lengths (options of 20 to 100 tokens are common)
     longer = sorted((i for i, c in enumerate(continuations) if len(c) > 1), key=lambda i: -len(continuations[i]))
     for i, c in enumerate(continuations):
         if len(c) == 1:
             scored[i] = Scored((float(first[c[0]]),))
-    for start in range(0, len(longer), batch_size):
-        rows = longer[start:start + batch_size]
-        width = max(len(continuations[i]) for i in rows)
+    for rows in _similar_lengths(longer, continuations, batch_size):
+        width = len(continuations[rows[0]])
         ids = torch.zeros((len(rows), width), dtype=torch.long, device=model.device)
         for r, i in enumerate(rows):
             ids[r, :len(continuations[i])] = torch.tensor(continuations[i])
@@ -99,6 +100,20 @@ def continuation_logprobs(model, prompt_inputs: Mapping[str, Any], continuations
             rest = following[r, torch.arange(len(c) - 1), torch.tensor(c[1:])]
             scored[i] = Scored((float(first[c[0]]), *(float(x) for x in rest)))
     return scored
+
+
+def _similar_lengths(order: list[int], continuations: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:
+    """`order` (longest first) cut into batches of at most `batch_size` rows, each row at least SIMILAR_LENGTH of its
+    batch's longest: every padded token costs a full token's compute (attention over the whole prompt included), and
+    with a fixed number of rows a step question's 32 options of 20 to 105 tokens were a third padding."""
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size and \
+                len(continuations[i]) >= SIMILAR_LENGTH * len(continuations[batches[-1][0]]):
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def option_scores(text: Sequence[Scored], label: Sequence[Scored]) -> list[dict[str, float]]:

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from spacewalk.core.errors import ConfigError
-from spacewalk.multiple_choice import tiny_models
+from spacewalk.multiple_choice import likelihood, tiny_models
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
 from spacewalk.multiple_choice.items import MultipleChoiceItem, Visual
 from spacewalk.multiple_choice.task import Prompt
@@ -84,8 +84,10 @@ def direct_logprob(backend: TransformersVLMBackend, inputs, continuation: list[i
 
 
 @pytest.mark.parametrize("kind", [*ALL, "llama", "gemma3_text"])
-def test_each_options_score_equals_a_direct_forward_pass(kind, clip):
-    backend = backend_of(kind, loglik_batch_size=3)  # 8 continuations: batches of 3, 3 and 2
+def test_each_options_score_equals_a_direct_forward_pass(kind, clip, monkeypatch):
+    # any lengths share a batch: 8 continuations in batches of 3, 3 and 2, rows of different lengths padded
+    monkeypatch.setattr(likelihood, "SIMILAR_LENGTH", 0.0)
+    backend = backend_of(kind, loglik_batch_size=3)
     item = MultipleChoiceItem(id="q1", question="Which object moves?", options=OPTIONS, answer=1,
                               visual=clip if kind in ALL else None)
     prompt = Prompt((Prompt.VISUAL, "Watch the clip.", f"Question: {item.question}",
@@ -110,6 +112,14 @@ def test_each_options_score_equals_a_direct_forward_pass(kind, clip):
     # the choice is the best option by choose_by (text_sum by default); scores hold that number per option
     assert list(reply.scores) == [o["text_sum"] for o in per_option]
     assert reply.choice == max(range(4), key=lambda i: per_option[i]["text_sum"])
+
+
+def test_continuations_are_batched_longest_first_with_rows_of_similar_lengths():
+    lengths = [2, 105, 20, 84, 91, 1, 2, 24, 2, 83]
+    order = sorted((i for i, n in enumerate(lengths) if n > 1), key=lambda i: -lengths[i])
+    batches = likelihood._similar_lengths(order, [[0] * n for n in lengths], batch_size=3)
+    # 84 is 80 % of 105 and joins it, 83 does not; a full batch starts the next one
+    assert [[lengths[i] for i in batch] for batch in batches] == [[105, 91, 84], [83], [24, 20], [2, 2, 2]]
 
 
 def test_a_prompt_without_option_labels_is_refused():
