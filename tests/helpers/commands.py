@@ -1,5 +1,6 @@
-"""The repository's paths, its configs composed as a command line would compose them, and `run_command`, the one
-way a test runs one of the project's commands."""
+"""The repository's paths, its configs composed as a command line would compose them, `run_command`, the one way a
+test runs one of the project's commands, and `python_for`, the interpreter a test starts a Python program of its own
+with (a server, the tasks srun would start) so that the program too is forked from the launcher."""
 
 from __future__ import annotations
 
@@ -47,8 +48,7 @@ def run_command(*args, env: dict | None = None, check: bool = True, timeout: flo
     which has imported torch and Lightning once (helpers/forked_commands.py says what that changes), or in a fresh
     interpreter for `python -c`, for a command given in `env` a variable the launcher's libraries might read when
     imported (any but RUN_TIME_VARIABLES), and everywhere under SPACEWALK_TEST_FRESH_INTERPRETERS=1."""
-    path = os.pathsep.join([str(REPO), str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])
-    common = os.environ | OFFLINE | {"PYTHONPATH": path}  # what every command gets
+    common = command_environment()
     environment = common | (env or {})
     args = [str(a) for a in args]
     # a value that every command gets anyway (the offline settings, the test process's own) is not one of its own
@@ -69,27 +69,55 @@ def run_command(*args, env: dict | None = None, check: bool = True, timeout: flo
     return result
 
 
+def command_environment() -> dict:
+    """What run_command gives every command: the test process's variables, offline, the repository and tests/ on
+    PYTHONPATH."""
+    path = os.pathsep.join([str(REPO), str(REPO / "tests"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return os.environ | OFFLINE | {"PYTHONPATH": path}
+
+
+def python_for(environment: dict) -> str:
+    """The interpreter a test starts a Python program of its own with (`[python_for(environment), SCRIPT | -m
+    MODULE, ...]`, run with env=environment): the interpreter script of this process's launcher, which has the
+    program forked from the launcher (helpers/forked_commands.py, SUB_LAUNCH_SCRIPT), where `environment` differs
+    from command_environment() only in RUN_TIME_VARIABLES; else sys.executable, as run_command starts a fresh
+    interpreter for a command given a variable of its own rather than a launcher for it. With the script, the
+    process the test holds stands for the program: it passes its signals on (SIGTERM, SIGINT, ...), ends with
+    the program's status, and killing it kills the program."""
+    if forking():
+        common = command_environment()
+        if steady(environment) == steady(common):
+            return _launcher_for(common).interpreter() or sys.executable
+    return sys.executable
+
+
 def forking() -> bool:
     return os.environ.get("SPACEWALK_TEST_FRESH_INTERPRETERS") != "1"
 
 
 _launcher: Launcher | None = None  # this process's; replaced when the test process's variables change
+_replaced: list[Launcher] = []  # ending once the programs forked for their interpreter scripts end
 
 
 def _launcher_for(environment: dict) -> Launcher:
     """This process's launcher for `environment`: the running one if it was started with the same variables (but for
     RUN_TIME_VARIABLES), else a new one in its place. A test that changes a variable for good (Lightning's
     seed_everything sets PL_GLOBAL_SEED) costs one start of the launcher, and a library that reads a variable when
-    it is imported reads the command's value."""
+    it is imported reads the command's value. The launcher replaced is not waited for: a program started with its
+    interpreter script (python_for: a session's server) may still be running."""
     global _launcher
     if _launcher is not None and _launcher.alive() and steady(environment) == steady(_launcher.environment):
         return _launcher
-    _close_launcher()
+    if _launcher is not None:
+        _launcher.close(wait=False)
+        _replaced.append(_launcher)
     _launcher = Launcher(environment, REPO)
     return _launcher
 
 
 @atexit.register
-def _close_launcher() -> None:
+def _close_launchers() -> None:
     if _launcher is not None:
         _launcher.close()
+    for launcher in _replaced:  # their programs stopped by now (a fixture's teardown stops its server)
+        launcher.process.wait(timeout=30)

@@ -19,10 +19,13 @@ and a command given a variable of its own that one of those libraries might read
 SPACEWALK_TEST_FRESH_INTERPRETERS=1 runs every command in a fresh interpreter, as a user's shell does.
 
 What a command starts as `python SCRIPT` or `python -m MODULE` (a DDP run's second rank, a local sweep's jobs) is
-forked from the launcher too (SUB_LAUNCH_SCRIPT says how). Such a program differs from a child the command started
-itself in that its parent is the launcher (its starter sees the pid of the small script that stands for it, and its
-CPU time is not in the starter's RUSAGE_CHILDREN), it leads a process group of its own, and only `-u` and `-B` among
-the interpreter's options are served (any other, `-c` included, gets the real interpreter).
+forked from the launcher too (SUB_LAUNCH_SCRIPT says how), and so is what a test starts itself with the interpreter
+script that Launcher.interpreter names (helpers/commands.py's python_for: `transformers serve`, srun's tasks). Such a
+program differs from a child the command started itself in that its parent is the launcher (its starter sees the
+pid of the small script that stands for it, and its CPU time is not in the starter's RUSAGE_CHILDREN), it leads a
+process group of its own, and only `-u` and `-B` among the interpreter's options are served (any other, `-c`
+included, gets the real interpreter). A launcher the test process is done with (its variables changed) takes no new
+program but serves those still running to their end: a server a session fixture started outlives that change.
 """
 
 from __future__ import annotations
@@ -92,6 +95,19 @@ class Launcher:
         os.close(reply_write)
         self.requests = os.fdopen(request_write, "w", buffering=1)
         self.replies = os.fdopen(reply_read, "r")
+        self._greeting: dict | None = None  # the launcher's first reply, once it has imported PREIMPORTED
+
+    def interpreter(self) -> str | None:
+        """The interpreter script that its commands see as sys.executable (SUB_LAUNCH_SCRIPT): a program started as
+        `INTERPRETER [-u] [-B] SCRIPT | -m MODULE ...` in the launcher's environment (but for RUN_TIME_VARIABLES) is
+        forked from the launcher; None where the launcher has none (its folder's socket path too long). Waits for
+        the launcher's imports."""
+        return self._greeted()["interpreter"]
+
+    def _greeted(self) -> dict:
+        if self._greeting is None:
+            self._greeting = json.loads(self._reply(None))
+        return self._greeting
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -101,6 +117,7 @@ class Launcher:
         its process group is killed and subprocess.TimeoutExpired raised."""
         self.requests.write(json.dumps({"args": args, "environment": environment, "stdout": str(stdout_path),
                                         "stderr": str(stderr_path)}) + "\n")
+        self._greeted()
         pid = json.loads(self._reply(None))["pid"]
         try:
             return json.loads(self._reply(timeout))["returncode"]
@@ -119,10 +136,13 @@ class Launcher:
             raise RuntimeError(f"the command launcher exited (status {self.process.wait()})")
         return line
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """No more commands: the launcher ends once the programs forked for its interpreter script have ended (at
+        once where none runs); `wait` for that."""
         self.requests.close()
         self.replies.close()
-        self.process.wait(timeout=30)
+        if wait:
+            self.process.wait(timeout=30)
 
 
 def _run_as_main(args: list[str], environment: dict, stdout_path: str | None, stderr_path: str | None,
@@ -217,8 +237,9 @@ def _keep_import_time_folders() -> None:
 # differs in a variable a preimported library reads when imported, or the program takes its own process id for the
 # one its starter sees: OWN_PID_PROGRAMS) becomes the real interpreter (exec, which keeps the process id). So the
 # second rank of a DDP run (Lightning starts `sys.executable train.py ...`) and a sweep's jobs (submitit's
-# `sys.executable -u -m submitit.core._submit`) are forks too. When the script's process ends (killed too: Lightning
-# kills the other ranks' when one fails), the launcher kills the process group of what it forked for it.
+# `sys.executable -u -m submitit.core._submit`) are forks too, as is what a test starts with it (Launcher.interpreter).
+# When the script's process ends (killed too: Lightning kills the other ranks' when one fails), the launcher kills the
+# process group of what it forked for it.
 SUB_LAUNCH_SCRIPT = """\
 import json, os, signal, socket, sys
 
@@ -349,6 +370,10 @@ def _serve(request_fd: int, reply_fd: int) -> None:
     # 0.02 s frozen), as Python's gc.freeze documentation advises for processes that fork without exec
     gc.freeze()
     requests, replies = os.fdopen(request_fd, "r"), os.fdopen(reply_fd, "w", buffering=1)
+    replies.write(json.dumps({"interpreter": interpreter}) + "\n")  # ready: Launcher.interpreter
+    # False once the test process is done with the launcher (its end of the requests closed): no new program, but
+    # those its interpreter script stands for (a test's server) run on, and their scripts still get their status
+    taking = True
     # running children: their script's connection, None for the test process's command, False once the script is gone
     launched: dict[int, socket.socket | None | bool] = {}
     connections: dict[socket.socket, int] = {}
@@ -386,8 +411,9 @@ def _serve(request_fd: int, reply_fd: int) -> None:
         return pid
 
     try:
-        while True:
-            waiting = [requests, wake_read, *((listener,) if listener is not None else ()), *connections]
+        while taking or launched:
+            waiting = [wake_read, *((requests,) if taking else ()), *((listener,) if listener is not None else ()),
+                       *connections]
             ready, _, _ = select.select(waiting, [], [])
             if wake_read in ready:
                 with contextlib.suppress(BlockingIOError):
@@ -399,7 +425,8 @@ def _serve(request_fd: int, reply_fd: int) -> None:
                 connection = launched.pop(pid, False)  # (never another process: the launcher starts no other)
                 message = json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n"
                 if connection is None:
-                    replies.write(message)
+                    if taking:  # (otherwise no one reads the replies)
+                        replies.write(message)
                 elif connection is not False:
                     with contextlib.suppress(OSError):  # the script may be ending too
                         connection.sendall(message.encode())
@@ -408,7 +435,12 @@ def _serve(request_fd: int, reply_fd: int) -> None:
             if requests in ready:  # the test process asks for a command
                 line = requests.readline()
                 if not line:
-                    break
+                    # a script started from now on finds no launcher (its connection refused): the real interpreter
+                    taking = False
+                    if listener is not None:
+                        listener.close()
+                        listener = None
+                    continue
                 request = json.loads(line)
                 pid = fork(request["args"], request["environment"], request["stdout"], request["stderr"])
                 launched[pid] = None

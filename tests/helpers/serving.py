@@ -1,13 +1,13 @@
 """`transformers serve` (the dev extra's) on 127.0.0.1 for the tests of the OpenAI-compatible backend: a free port,
-the server started on a checkpoint folder and waited for until its health check answers, stopped at the end."""
+the server started on a checkpoint folder and waited for until its health check answers, stopped at the end. The
+server runs in the environment run_command gives the project's commands, so that it is forked from the launcher that
+has already imported torch and transformers (helpers/commands.py's python_for) rather than importing them again."""
 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.commands import OFFLINE
+from helpers.commands import command_environment, python_for
 
 START_SECONDS = 300  # importing torch and transformers and loading the model, on a loaded CPU machine
 POLL_SECONDS = 0.2  # between health checks while the server starts: a check, not a wait for a guessed time
@@ -34,10 +34,12 @@ def transformers_serve(folder: Path) -> Iterator[str]:
     <folder>/../serve.log, shown when it fails to start."""
     port = free_port()
     log_path = Path(folder).parent / "serve.log"
-    command = [sys.executable, "-c", "from transformers.cli.transformers import main; main()", "serve", str(folder),
-               "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info"]
+    environment = command_environment()  # offline
+    # the `transformers` command's own module, run as __main__ (`-c` would always take a fresh interpreter)
+    command = [python_for(environment), "-m", "transformers.cli.transformers", "serve", str(folder), "--host",
+               "127.0.0.1", "--port", str(port), "--device", "cpu", "--log-level", "info"]
     with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ | OFFLINE)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_SECONDS

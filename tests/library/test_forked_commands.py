@@ -1,7 +1,8 @@
 """The launcher the suite runs its commands through (helpers/forked_commands.py) against a fresh interpreter: the
 same exit status, streams, argv, sys.path[0], working directory and environment for a script and for `python -m`,
 an uncaught exception and a SystemExit with a message reported as Python reports them, a timeout that kills the
-command and leaves the launcher serving, and the commands that must start a fresh interpreter doing so."""
+command and leaves the launcher serving, the commands that must start a fresh interpreter doing so, and a test's own
+program started with python_for forked from the launcher."""
 
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ def test_run_command_starts_a_fresh_interpreter_where_the_launcher_could_differ(
         # a variable the test process changes for good (as seed_everything sets PL_GLOBAL_SEED): a new launcher
         monkeypatch.setenv("FORKED_MARKER", "changed")
         assert json.loads(run_command(script).stdout)["marker"] == "changed"
-        assert seen == ["-c", "-m"] and commands._launcher is not first and not first.alive()
+        assert seen == ["-c", "-m"] and commands._launcher is not first
 
 
 def test_a_commands_exit_leaves_the_folders_the_launcher_made_when_it_imported(tmp_path):
@@ -254,3 +255,50 @@ def test_a_commands_own_python_is_a_fork_of_the_launcher_where_a_fresh_one_would
     assert report["self_killed"] == {"returncode": -9, "stdout": "", "stderr": ""}
     # SIGTERM reaches the process itself, which handles it (its handler exits 3)
     assert report["terminated"] == {"returncode": 3, "gone": True, "handled": True}
+
+
+SERVER = """
+import json, os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+print(json.dumps({"preimported": "torch" in sys.modules, "parent": os.getppid(), "argv": sys.argv[1:],
+                  "marker": os.environ.get("SPACEWALK_TEST_MARKER")}), flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_program_a_test_starts_with_python_for_is_a_fork_that_outlives_a_new_launcher(monkeypatch, tmp_path):
+    """python_for: the launcher's interpreter script for run_command's environment (its own value of a variable read
+    only at run time too), the program a fork of the launcher, which a change of the test process's variables
+    replaces for new commands but keeps until the program, stopped by SIGTERM, ends; sys.executable for an
+    environment with a variable of its own."""
+    environment = commands.command_environment()
+    assert commands.python_for(environment | {"FORKED_MARKER": "own"}) == sys.executable
+    if not commands.forking():
+        assert commands.python_for(environment) == sys.executable
+        return
+    # launchers of this test's own: another's may still run a program a session fixture started (a server)
+    monkeypatch.setattr(commands, "_launcher", None)
+    python = commands.python_for(environment | {"SPACEWALK_TEST_MARKER": "run time"})
+    first = commands._launcher
+    assert python != sys.executable and python == first.interpreter()
+    (tmp_path / "server.py").write_text(SERVER)
+    server = subprocess.Popen([python, str(tmp_path / "server.py"), "a"], stdout=subprocess.PIPE, text=True,
+                              env=environment | {"SPACEWALK_TEST_MARKER": "run time"})
+    try:
+        assert json.loads(server.stdout.readline()) == {"preimported": True, "parent": first.process.pid,
+                                                        "argv": ["a"], "marker": "run time"}
+        monkeypatch.setenv("FORKED_MARKER", "changed")
+        script = tmp_path / "report.py"
+        script.write_text(REPORT)
+        assert json.loads(run_command(script).stdout)["marker"] == "changed"
+        assert commands._launcher is not first and first.alive() and server.poll() is None
+        # a program started with the replaced launcher's script now gets the real interpreter
+        (tmp_path / "imported.py").write_text("import sys\nprint('torch' in sys.modules)\n")
+        assert subprocess.run([python, str(tmp_path / "imported.py")], env=environment, capture_output=True,
+                              text=True, timeout=120).stdout == "False\n"
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) == 3
+        server.stdout.close()
+        commands._launcher.close()
+    assert first.process.wait(timeout=30) == 0  # its last program ended: the launcher replaced ends

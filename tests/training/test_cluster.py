@@ -9,13 +9,12 @@ import json
 import os
 import socket
 import subprocess
-import sys
 
 import hydra
 import pytest
 import submitit
 
-from helpers.commands import OFFLINE, REPO, compose_train
+from helpers.commands import REPO, command_environment, compose_train, python_for
 from helpers.end_to_end import run
 from helpers.synthetic_presets import TRAIN, overrides
 
@@ -133,12 +132,14 @@ def test_slurm_trainer_with_two_tasks_as_srun_starts_them_equals_one_process(tmp
     run("train.py", [], *recipe, f"paths.data_dir={tmp_path / 'data'}", f"hydra.run.dir={one}")
     two = tmp_path / "two"
     command = [*recipe, "trainer=slurm", f"paths.data_dir={tmp_path / 'data2'}", f"hydra.run.dir={two}"]
-    environment = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    environment |= OFFLINE | {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "SLURM_JOB_ID": "4242",
-                              "SLURM_JOB_NAME": "spacewalk-test", "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2",
-                              "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_NODELIST": "127.0.0.1",
-                              "SLURM_STEP_ID": "0", "MASTER_PORT": str(free_port())}
-    processes = [subprocess.Popen([sys.executable, "train.py", *command], cwd=REPO, stdout=subprocess.PIPE,
+    # the environment of the one-process run (run_command's): the tasks are forked from the launcher that ran it
+    # (python_for) where the thread count is already one (under `make test`'s -n 2 on two cores)
+    environment = {k: v for k, v in command_environment().items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    environment |= {"OMP_NUM_THREADS": "1", "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "spacewalk-test",
+                    "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2", "SLURM_NNODES": "1", "SLURM_NODEID": "0",
+                    "SLURM_NODELIST": "127.0.0.1", "SLURM_STEP_ID": "0", "MASTER_PORT": str(free_port())}
+    python = python_for(environment)
+    processes = [subprocess.Popen([python, "train.py", *command], cwd=REPO, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True,
                                   env=environment | {"SLURM_PROCID": r, "SLURM_LOCALID": r}) for r in ("1", "0")]
     outputs = []
