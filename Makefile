@@ -35,9 +35,12 @@ demo: setup
 # (pytest-xdist; each gets its share of the cores as threads, tests/conftest.py; TEST_WORKERS=0 runs it in this
 # process); the 15 slowest are listed at the end. loadscope sends a module's tests to one process, so that a
 # module-scoped fixture (a training run) is built once. The real annotations are read from $(SHARED_DATA) when it
-# exists (tests that need them skip otherwise).
+# exists (tests that need them skip otherwise). Python keeps the bytecode of what it compiles (__pycache__, git-ignored)
+# even where the environment says not to (PYTHONDONTWRITEBYTECODE): otherwise both processes compile and
+# assertion-rewrite every test module while collecting, and each of the suite's commands compiles the project's modules
+# it imports again.
 TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m spacewalk.multiple_choice.lmms_eval environment --root data/lmms_eval_env
-	SPACEWALK_SHARED_DATA=$(SHARED_DATA) $(PY) -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadscope
+	SPACEWALK_SHARED_DATA=$(SHARED_DATA) PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadscope
