@@ -65,7 +65,7 @@ def continuation_logprobs(model, prompt_inputs: Mapping[str, Any], continuations
                           batch_size: int = 16) -> list[Scored]:
     """Each continuation's per-token log-probabilities after the prompt: `prompt_inputs` is one row of model
     inputs (input_ids, attention_mask and whatever visual tensors the processor made), encoded once; the
-    continuations (token ids, at least one each) are scored `batch_size` at a time on copies of its cache."""
+    continuations (token ids, at least one each) are scored at most `batch_size` at a time on copies of its cache."""
     if any(len(c) == 0 for c in continuations):
         raise ValueError("a continuation needs at least one token")
     inputs = _on_device(prompt_inputs, model)
@@ -105,7 +105,7 @@ def continuation_logprobs(model, prompt_inputs: Mapping[str, Any], continuations
 def _similar_lengths(order: list[int], continuations: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:
     """`order` (longest first) cut into batches of at most `batch_size` rows, each row at least SIMILAR_LENGTH of its
     batch's longest: every padded token costs a full token's compute (attention over the whole prompt included), and
-    with a fixed number of rows a step question's 32 options of 20 to 105 tokens were a third padding."""
+    with a fixed number of rows, a step question's 32 options of 20 to 105 tokens are about a third padding."""
     batches: list[list[int]] = []
     for i in order:
         if batches and len(batches[-1]) < batch_size and \

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from helpers.forked_commands import Launcher, read_at_run_time, steady
@@ -91,6 +93,19 @@ def python_for(environment: dict) -> str:
     return sys.executable
 
 
+@contextmanager
+def stopped_at_exit(processes: list[subprocess.Popen]) -> Iterator[list[subprocess.Popen]]:
+    """`processes`, each killed if still running when the block ends (a failed assertion, a timeout): the other task
+    of a failed pair would otherwise wait on its rendezvous for ever, and keep its launcher alive."""
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 def forking() -> bool:
     return os.environ.get("SPACEWALK_TEST_FRESH_INTERPRETERS") != "1"
 
@@ -108,6 +123,7 @@ def _launcher_for(environment: dict) -> Launcher:
     global _launcher
     if _launcher is not None and _launcher.alive() and steady(environment) == steady(_launcher.environment):
         return _launcher
+    _replaced[:] = [launcher for launcher in _replaced if launcher.alive()]
     if _launcher is not None:
         _launcher.close(wait=False)
         _replaced.append(_launcher)
@@ -117,7 +133,12 @@ def _launcher_for(environment: dict) -> Launcher:
 
 @atexit.register
 def _close_launchers() -> None:
-    if _launcher is not None:
-        _launcher.close()
-    for launcher in _replaced:  # their programs stopped by now (a fixture's teardown stops its server)
-        launcher.process.wait(timeout=30)
+    """Each launcher ends once what it runs has ended (a fixture's teardown has stopped its server by now); one that
+    has not within 30 s is killed, and the others are still closed."""
+    for launcher in [*_replaced, *([_launcher] if _launcher is not None else [])]:
+        launcher.close(wait=False)
+        try:
+            launcher.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            launcher.process.kill()
+            launcher.process.wait()

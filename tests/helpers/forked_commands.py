@@ -43,6 +43,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import weakref
 
 # what every train.py / evaluate.py run imports, and what makes up most of its start-up time: torch and Lightning
@@ -94,7 +95,9 @@ class Launcher:
         os.close(request_read)
         os.close(reply_write)
         self.requests = os.fdopen(request_write, "w", buffering=1)
-        self.replies = os.fdopen(reply_read, "r")
+        # the replies' bytes read so far: lines are split here, never in a buffered reader, whose buffer select()
+        # cannot see (two replies read at once would leave the second waiting for a third)
+        self.replies, self._received = reply_read, b""
         self._greeting: dict | None = None  # the launcher's first reply, once it has imported PREIMPORTED
 
     def interpreter(self) -> str | None:
@@ -115,9 +118,9 @@ class Launcher:
     def run(self, args: list[str], environment: dict, stdout_path, stderr_path, timeout: float | None) -> int:
         """The command's exit status (negative: the signal that ended it, as subprocess reports it); past `timeout`
         its process group is killed and subprocess.TimeoutExpired raised."""
+        self._greeted()
         self.requests.write(json.dumps({"args": args, "environment": environment, "stdout": str(stdout_path),
                                         "stderr": str(stderr_path)}) + "\n")
-        self._greeted()
         pid = json.loads(self._reply(None))["pid"]
         try:
             return json.loads(self._reply(timeout))["returncode"]
@@ -128,19 +131,27 @@ class Launcher:
             raise
 
     def _reply(self, timeout: float | None) -> str:
-        ready, _, _ = select.select([self.replies], [], [], timeout)
-        if not ready:
-            raise subprocess.TimeoutExpired(self.process.args, timeout)
-        line = self.replies.readline()
-        if not line:
-            raise RuntimeError(f"the command launcher exited (status {self.process.wait()})")
-        return line
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._received:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.replies], [], [], left)
+            if not ready:
+                raise subprocess.TimeoutExpired(self.process.args, timeout)
+            data = os.read(self.replies, 1 << 16)
+            if not data:
+                raise RuntimeError(f"the command launcher exited (status {self.process.wait()})")
+            self._received += data
+        line, self._received = self._received.split(b"\n", 1)
+        return line.decode()
 
     def close(self, wait: bool = True) -> None:
         """No more commands: the launcher ends once the programs forked for its interpreter script have ended (at
         once where none runs); `wait` for that."""
+        if self.replies is None:
+            return
         self.requests.close()
-        self.replies.close()
+        os.close(self.replies)
+        self.replies = None
         if wait:
             self.process.wait(timeout=30)
 
@@ -434,12 +445,8 @@ def _serve(request_fd: int, reply_fd: int) -> None:
                     connections.pop(connection, None)
             if requests in ready:  # the test process asks for a command
                 line = requests.readline()
-                if not line:
-                    # a script started from now on finds no launcher (its connection refused): the real interpreter
+                if not line:  # a script that asks from now on is declined: the real interpreter
                     taking = False
-                    if listener is not None:
-                        listener.close()
-                        listener = None
                     continue
                 request = json.loads(line)
                 pid = fork(request["args"], request["environment"], request["stdout"], request["stderr"])
@@ -451,13 +458,11 @@ def _serve(request_fd: int, reply_fd: int) -> None:
                     request, streams = _received(connection)
                 except OSError:  # the script ended before it asked
                     request, streams = {}, []
-                if (len(streams) != 3 or read_on_import(request.get("environment", {})) != own
+                if (not taking or len(streams) != 3 or read_on_import(request.get("environment", {})) != own
                         or any(request.get("args", [])[:len(p)] == p for p in OWN_PID_PROGRAMS)):
                     for fd in streams:
                         os.close(fd)
-                    with contextlib.suppress(OSError):
-                        connection.sendall(b"{}\n")  # declined: the script becomes the real interpreter
-                    connection.close()
+                    _decline(connection)
                     continue
                 pid = fork(request["args"], request["environment"], None, None, request["flags"], streams,
                            request["cwd"], connection)
@@ -480,7 +485,28 @@ def _serve(request_fd: int, reply_fd: int) -> None:
                         os.killpg(pid, signal.SIGKILL)
     finally:
         if os.getpid() == launcher:  # a fork's own failure ends in os._exit, never here; this is for certainty
+            if listener is not None:  # a script that has connected but not been heard is declined, not cut off
+                listener.setblocking(False)
+                with contextlib.suppress(OSError):
+                    while True:
+                        connection = listener.accept()[0]
+                        connection.settimeout(5)  # its script sends its request as soon as it has connected
+                        try:
+                            streams = _received(connection)[1]
+                        except OSError:
+                            streams = []
+                        for fd in streams:
+                            os.close(fd)
+                        _decline(connection)
+                listener.close()
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _decline(connection: socket.socket) -> None:
+    """The script becomes the real interpreter."""
+    with contextlib.suppress(OSError):
+        connection.sendall(b"{}\n")
+    connection.close()
 
 
 if __name__ == "__main__":

@@ -19,28 +19,36 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf._utils import get_yaml_loader
 
-_parsed: dict[str, object] = {}
+_parsed: dict[str, object] = {}  # never emptied: a test process parses a few hundred distinct texts
 _load = OmegaConf.load
 
 
 def _kept_load(file_):
+    start = None
     if isinstance(file_, (str, pathlib.Path)):
         with open(os.path.abspath(file_), encoding="utf-8") as f:
             text = f.read()
     elif getattr(file_, "read", None) and getattr(file_, "seekable", lambda: False)():
         start = file_.tell()
         text = file_.read()
-        file_.seek(start)  # read again by OmegaConf's load if the text does not parse
-    else:
+    else:  # a stream that cannot be read twice
         return _load(file_)
+
+    def own_load():  # OmegaConf's, from where the stream was
+        if start is not None:
+            file_.seek(start)
+        return _load(file_)
+
+    if not isinstance(text, str):  # a binary stream
+        return own_load()
     if text not in _parsed:
         try:
             _parsed[text] = yaml.load(io.StringIO(text), Loader=get_yaml_loader())
         except yaml.YAMLError:
-            return _load(file_)
+            return own_load()  # which raises its own error
     obj = copy.deepcopy(_parsed[text])
     if obj is not None and not isinstance(obj, (list, dict, str)):
-        return _load(file_)
+        return own_load()  # which refuses it
     return OmegaConf.create() if obj is None else OmegaConf.create(obj)
 
 

@@ -25,6 +25,19 @@ def test_loads_equal_omegaconfs_own_and_follow_the_file(tmp_path):
     assert OmegaConf.load(path).b[1].c == 2.5e-3
     path.write_text(TEXT.replace("a: 1", "a: 2"))
     assert OmegaConf.load(path).a == 2
+    assert TEXT in parsed_yaml._parsed and TEXT.replace("a: 1", "a: 2") in parsed_yaml._parsed  # kept by text
+    path.write_text("")
+    assert OmegaConf.load(path) == {} == parsed_yaml._load(path)
+    path.write_bytes(TEXT.encode())
+    with open(path, "rb") as f:  # a binary stream: OmegaConf's own load
+        assert OmegaConf.load(f) == parsed_yaml._load(path)
+
+
+def test_a_value_that_is_no_config_gets_omegaconfs_error(tmp_path):
+    path = tmp_path / "number.yaml"
+    path.write_text("3\n")
+    with pytest.raises(IOError, match="Invalid loaded object type"):
+        OmegaConf.load(path)
 
 
 def test_a_file_that_does_not_parse_gets_omegaconfs_error(tmp_path):

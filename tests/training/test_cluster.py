@@ -14,7 +14,7 @@ import hydra
 import pytest
 import submitit
 
-from helpers.commands import REPO, command_environment, compose_train, python_for
+from helpers.commands import REPO, command_environment, compose_train, python_for, stopped_at_exit
 from helpers.end_to_end import run
 from helpers.synthetic_presets import TRAIN, overrides
 
@@ -143,10 +143,11 @@ def test_slurm_trainer_with_two_tasks_as_srun_starts_them_equals_one_process(tmp
                                   stderr=subprocess.PIPE, text=True,
                                   env=environment | {"SLURM_PROCID": r, "SLURM_LOCALID": r}) for r in ("1", "0")]
     outputs = []
-    for p in processes:
-        out, err = p.communicate(timeout=900)
-        assert p.returncode == 0, err[-3000:]
-        outputs.append(out + err)
+    with stopped_at_exit(processes):
+        for p in processes:
+            out, err = p.communicate(timeout=900)
+            assert p.returncode == 0, err[-3000:]
+            outputs.append(out + err)
     for rank, output in zip((1, 0), outputs):
         assert f"GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/2" in output  # each task took its rank from SLURM's
     a, b = (json.loads((d / "metrics.json").read_text()) for d in (one, two))

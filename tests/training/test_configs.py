@@ -9,25 +9,24 @@ from omegaconf import OmegaConf, open_dict
 
 import spacewalk.training  # noqa: F401  (the config resolvers)
 from spacewalk.core.errors import ConfigError
-from spacewalk.training.tasks import take_served_tasks
+from spacewalk.training.tasks import models_serving, take_served_tasks
 
 from helpers.commands import REPO, compose_evaluate, compose_train
 
 CONF = str(REPO / "conf")
-MODELS = sorted(p.stem for p in (REPO / "conf/model").glob("*.yaml"))
 # the paper's context lengths (docs/spacewalk18.md, Context windows) and one that is not
 CONTEXTS = ["5s", "10s", "20s", "30s", "1min", "2min", "3min", "5min", "10min", "15min", "20min", "1.5h"]
 
 
 def model_target(name: str) -> str | None:
     """The _target_ of the model node that model=<name> composes (following its defaults lists)."""
-    cfg = compose_train(f"model={name}") if name not in ("hirest_heuristics",) else compose_evaluate(
-        "data=hirest", f"model={name}")
-    return cfg.model.get("_target_")
+    return compose_train(f"model={name}").model.get("_target_")
 
 
-# the step-recognition recipes (conf/model also holds the baselines and other benchmarks' models)
-RECIPES = [m for m in MODELS if model_target(m) == "models.step_recognition.StepRecognitionModule"]
+# the step-recognition recipes: the models of the task (conf/model also holds the other benchmarks' models) that are
+# trained or fitted as StepRecognitionModule (the task's baselines are not)
+RECIPES = [m for m in models_serving("step_recognition", REPO / "conf")
+           if model_target(m) == "models.step_recognition.StepRecognitionModule"]
 
 
 def test_the_recipes_are_found():

@@ -5,9 +5,7 @@ uninterrupted run's), the step questions' official predictions, and train.py's r
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.baselines import ScriptedBackend
 from spacewalk.results.bootstrap import BootstrapOptions
 
-from helpers.commands import REPO, run_command
+from helpers.commands import REPO, command_environment, python_for, run_command, stopped_at_exit
 from helpers.synthetic_presets import QA_TWO_TESTS, overrides
 
 SMALL = [*overrides(QA_TWO_TESTS), "multiple_choice.progress=false"]
@@ -114,13 +112,15 @@ def test_two_processes_split_the_items_and_rank0_merges(tmp_path, default_run):
     find the same run directory, each answers its share, rank 0 merges; the result equals one process's (the
     default command's run, random answers)."""
     command, one_log_dir = default_run
-    environment = os.environ | {"SPACEWALK_LOG_DIR": str(tmp_path / "two"), "OMP_NUM_THREADS": "1",
-                                "WORLD_SIZE": "2", "PYTHONPATH": str(REPO)}
-    processes = [subprocess.Popen([sys.executable, "evaluate.py", *command], cwd=REPO, env=environment | {"RANK": r},
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in ("1", "0")]
-    for p in processes:
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-3000:]
+    environment = command_environment() | {"SPACEWALK_LOG_DIR": str(tmp_path / "two"), "OMP_NUM_THREADS": "1",
+                                           "WORLD_SIZE": "2"}
+    processes = [subprocess.Popen([python_for(environment), "evaluate.py", *command], cwd=REPO,
+                                  env=environment | {"RANK": r}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for r in ("1", "0")]
+    with stopped_at_exit(processes):
+        for p in processes:
+            _, err = p.communicate(timeout=600)
+            assert p.returncode == 0, err[-3000:]
     one, two = only_run_dir(one_log_dir), only_run_dir(tmp_path / "two")
     assert (two / "metrics.json").read_text() == (one / "metrics.json").read_text()
     assert (two / "records.jsonl").read_text() == (one / "records.jsonl").read_text()
