@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from helpers.forked_commands import Launcher, read_at_run_time, steady
+from helpers.forked_commands import PREIMPORTED, Launcher, read_at_run_time, steady
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
@@ -110,24 +110,29 @@ def forking() -> bool:
     return os.environ.get("SPACEWALK_TEST_FRESH_INTERPRETERS") != "1"
 
 
+# what the launchers of run_command and python_for import before their first command: every test's commands get the
+# full set; the launcher's own tests (tests/library/test_forked_commands.py) set a smaller one for those they start
+LAUNCHER_PREIMPORTS: tuple[str, ...] = PREIMPORTED
 _launcher: Launcher | None = None  # this process's; replaced when the test process's variables change
 _replaced: list[Launcher] = []  # ending once the programs forked for their interpreter scripts end
 
 
 def _launcher_for(environment: dict) -> Launcher:
     """This process's launcher for `environment`: the running one if it was started with the same variables (but for
-    RUN_TIME_VARIABLES), else a new one in its place. A test that changes a variable for good (Lightning's
-    seed_everything sets PL_GLOBAL_SEED) costs one start of the launcher, and a library that reads a variable when
-    it is imported reads the command's value. The launcher replaced is not waited for: a program started with its
-    interpreter script (python_for: a session's server) may still be running."""
+    RUN_TIME_VARIABLES) and importing LAUNCHER_PREIMPORTS, else a new one in its place. A test that changes a
+    variable for good (Lightning's seed_everything sets PL_GLOBAL_SEED) costs one start of the launcher, and a
+    library that reads a variable when it is imported reads the command's value. The launcher replaced is not
+    waited for: a program started with its interpreter script (python_for: a session's server) may still be
+    running."""
     global _launcher
-    if _launcher is not None and _launcher.alive() and steady(environment) == steady(_launcher.environment):
+    if (_launcher is not None and _launcher.alive() and steady(environment) == steady(_launcher.environment)
+            and _launcher.preimport == tuple(LAUNCHER_PREIMPORTS)):
         return _launcher
     _replaced[:] = [launcher for launcher in _replaced if launcher.alive()]
     if _launcher is not None:
         _launcher.close(wait=False)
         _replaced.append(_launcher)
-    _launcher = Launcher(environment, REPO)
+    _launcher = Launcher(environment, REPO, LAUNCHER_PREIMPORTS)
     return _launcher
 
 

@@ -1,16 +1,17 @@
 """Commands run as children forked from a process that has already imported torch and Lightning.
 
 A fresh `python train.py ...` spends about 7 s of CPU importing torch and pytorch_lightning (which imports
-torchmetrics, torchvision and scipy) before it reads its first override, and the suite runs about 150 commands,
-100 of them train.py or evaluate.py. Each test process therefore starts one launcher (`python -m
+torchmetrics, torchvision and scipy) before it reads its first override, and the suite runs about 150 commands, 100
+of them train.py or evaluate.py. Each test process therefore starts one launcher (`python -m
 helpers.forked_commands`, taking requests and giving replies on two pipes of its own) that imports those libraries
-once; each command is a fork of it which takes the command's environment, standard streams, argv and sys.path[0],
-and runs the script or module as `python` would (runpy, as `__main__`; its SystemExit and uncaught exception turned
-into the interpreter's status and traceback; its threads joined, its atexit handlers run and its standard streams
-flushed at the end). The command is still its own process with its own exit status, and its traceback, when it has
-one, shows the launcher's frames above the script's; otherwise what differs from a fresh interpreter is that those
-third-party modules are already imported, with the launcher's environment, and that the end skips the teardown of
-every module and object (`_exit_without_teardown` says why).
+once (PREIMPORTED; a Launcher told a smaller set imports that: the launcher's own tests observe no more than torch
+and Lightning); each command is a fork of it which takes the command's environment, standard streams, argv and
+sys.path[0], and runs the script or module as `python` would (runpy, as `__main__`; its SystemExit and uncaught
+exception turned into the interpreter's status and traceback; its threads joined, its atexit handlers run and its
+standard streams flushed at the end). The command is still its own process with its own exit status, and its
+traceback, when it has one, shows the launcher's frames above the script's; otherwise what differs from a fresh
+interpreter is that those third-party modules are already imported, with the launcher's environment, and that the
+end skips the teardown of every module and object (`_exit_without_teardown` says why).
 
 A library may read a variable when it is imported (OpenMP reads OMP_NUM_THREADS, huggingface_hub HF_HUB_OFFLINE),
 so a launcher serves only commands with its own environment (helpers/commands.py): when the test process's
@@ -82,23 +83,26 @@ def steady(variables) -> dict:
 
 
 class Launcher:
-    """The test-process side: one launcher process started with `environment`, asked to run one command at a time."""
+    """The test-process side: one launcher process started with `environment`, which imports the modules named in
+    `preimport` (PREIMPORTED for the suite's commands) before it takes any, asked to run one command at a time."""
 
-    def __init__(self, environment: dict, cwd) -> None:
+    def __init__(self, environment: dict, cwd, preimport: tuple[str, ...] = PREIMPORTED) -> None:
         self.environment = dict(environment)
+        self.preimport = tuple(preimport)
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
         # requests and replies on their own pipes: the launcher's standard streams are the ones its children take
         self.process = subprocess.Popen([sys.executable, "-m", "helpers.forked_commands", str(request_read),
-                                         str(reply_write)], cwd=cwd, env=self.environment, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, pass_fds=(request_read, reply_write))
+                                         str(reply_write), *self.preimport], cwd=cwd, env=self.environment,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        pass_fds=(request_read, reply_write))
         os.close(request_read)
         os.close(reply_write)
         self.requests = os.fdopen(request_write, "w", buffering=1)
         # the replies' bytes read so far: lines are split here, never in a buffered reader, whose buffer select()
         # cannot see (two replies read at once would leave the second waiting for a third)
         self.replies, self._received = reply_read, b""
-        self._greeting: dict | None = None  # the launcher's first reply, once it has imported PREIMPORTED
+        self._greeting: dict | None = None  # the launcher's first reply, once it has imported `preimport`
 
     def interpreter(self) -> str | None:
         """The interpreter script that its commands see as sys.executable (SUB_LAUNCH_SCRIPT): a program started as
@@ -352,14 +356,16 @@ def _received(connection: socket.socket) -> tuple[dict, list[int]]:
     return (json.loads(data) if data.endswith(b"\n") else {}), fds
 
 
-def _serve(request_fd: int, reply_fd: int) -> None:
+def _serve(request_fd: int, reply_fd: int, preimport: list[str]) -> None:
     import importlib
 
     started = dict(os.environ)
-    for name in PREIMPORTED:
+    for name in preimport:
         importlib.import_module(name)
     # what those imports set for themselves (scikit-learn's KMP_*, Lightning's PYTORCH_NVML_BASED_CUDA_CHECK): a
-    # command has their effect whether or not its environment holds them
+    # command has their effect whether or not its environment holds them (with fewer imports fewer of them: a program
+    # whose starter set one itself, having imported that library, differs from the launcher and gets the real
+    # interpreter)
     set_by_imports = {k for k, v in os.environ.items() if started.get(k) != v}
 
     def read_on_import(environment) -> dict:
@@ -510,4 +516,5 @@ def _decline(connection: socket.socket) -> None:
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]), int(sys.argv[2]))
+    # python -m helpers.forked_commands REQUEST_FD REPLY_FD MODULE...: the modules to import before the first request
+    _serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])

@@ -2,7 +2,13 @@
 same exit status, streams, argv, sys.path[0], working directory and environment for a script and for `python -m`,
 an uncaught exception and a SystemExit with a message reported as Python reports them, a timeout that kills the
 command and leaves the launcher serving, the commands that must start a fresh interpreter doing so, and a test's own
-program started with python_for forked from the launcher."""
+program started with python_for forked from the launcher.
+
+The launchers these tests start import less than PREIMPORTED (which costs a launcher about 7 s of CPU to start): what
+they observe of the preimports is whether torch is already imported in a fork, a thread count that OpenMP reads when
+torch is imported, and (the module's launcher) the rank that Lightning reads when imported. The test that needs more
+(the folder wandb makes when imported) runs its commands with run_command on the worker's own launcher, which imports
+all of PREIMPORTED."""
 
 from __future__ import annotations
 
@@ -15,7 +21,14 @@ import pytest
 
 from helpers import commands
 from helpers.commands import REPO, run_command
-from helpers.forked_commands import Launcher
+from helpers.forked_commands import PREIMPORTED, Launcher
+
+# run_command's and python_for's launchers in the tests that start their own (light_launchers): torch alone (1.4 s of
+# CPU against 6 to 7 s for PREIMPORTED)
+LIGHT = ("torch",)
+# the module's launcher: Lightning too (3.5 s more), whose rank its forks must read again from their own environment
+# (test_a_commands_own_python_...): imported once here rather than in each fork that asks for the rank
+LIGHT_WITH_LIGHTNING = ("torch", "lightning_fabric")
 
 REPORT = """
 import json, os, sys
@@ -31,9 +44,23 @@ sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 0)
 def launcher():
     environment = os.environ | {"FORKED_MARKER": "launcher", "PYTHONPATH": os.pathsep.join(
         [str(REPO), str(REPO / "tests")])}
-    launcher = Launcher(environment, REPO)
+    launcher = Launcher(environment, REPO, preimport=LIGHT_WITH_LIGHTNING)
     yield launcher
     launcher.close()
+
+
+@pytest.fixture
+def light_launchers(monkeypatch):
+    """The launchers run_command and python_for start during the test import only LIGHT, and the first of them
+    starts anew: the worker's own launcher (all of PREIMPORTED, perhaps serving a session fixture's server) is put
+    back afterwards, and the test's last launcher closed (helpers/commands.py reaps it at exit). _launcher_for would
+    replace a light launcher for a later test's command anyway: it compares the preimports too."""
+    monkeypatch.setattr(commands, "LAUNCHER_PREIMPORTS", LIGHT)
+    monkeypatch.setattr(commands, "_launcher", None)
+    yield
+    if commands._launcher is not None:
+        commands._launcher.close(wait=False)
+        commands._replaced.append(commands._launcher)
 
 
 def both(launcher, tmp_path, args: list[str], environment: dict | None = None, timeout: float = 120):
@@ -119,7 +146,8 @@ def test_a_timeout_kills_the_command_and_the_launcher_serves_the_next(launcher, 
     assert forked == fresh and forked[0] == 0
 
 
-def test_run_command_starts_a_fresh_interpreter_where_the_launcher_could_differ(monkeypatch, tmp_path):
+def test_run_command_starts_a_fresh_interpreter_where_the_launcher_could_differ(light_launchers, monkeypatch,
+                                                                                 tmp_path):
     seen = []
     real_run = subprocess.run
     monkeypatch.setattr(commands.subprocess, "run", lambda *a, **k: seen.append(a[0][1]) or real_run(*a, **k))
@@ -153,6 +181,24 @@ def test_a_commands_exit_leaves_the_folders_the_launcher_made_when_it_imported(t
     assert first[1] == second[1] == "True"
     if commands.forking():
         assert first[0] == second[0]  # the launcher's folder, not one of each command's own
+
+
+IMPORTED = """
+import json, sys
+print(json.dumps([name for name in sys.argv[1:] if name in sys.modules]))
+"""
+
+
+def test_a_launcher_imports_what_it_is_told_and_run_command_all_of_preimported(launcher, tmp_path):
+    script = tmp_path / "imported.py"
+    script.write_text(IMPORTED)
+    names = [*PREIMPORTED, "lightning_fabric"]
+    out, err = tmp_path / "out", tmp_path / "err"
+    assert launcher.run([str(script), *names], launcher.environment, out, err, 120) == 0, err.read_text()
+    # (lightning_fabric imports transformers' package, not its model code nor sentence-transformers)
+    assert set(json.loads(out.read_text())) - {"transformers"} == set(LIGHT_WITH_LIGHTNING)
+    if commands.forking():
+        assert json.loads(run_command(script, *names).stdout) == names
 
 
 CHILD = """
@@ -223,10 +269,10 @@ print(json.dumps(report))
 
 def test_a_commands_own_python_is_a_fork_of_the_launcher_where_a_fresh_one_would_read_the_same(launcher, tmp_path):
     """What a command starts as `sys.executable SCRIPT` or `-m MODULE` (a DDP rank, a sweep's job) is forked from the
-    launcher too: its own argv, folder, environment (the rank Lightning reads from it), streams and status (an end
-    by SIGKILL too), -u honoured, the process ended when the
-    one that started it is killed and a signal to that one passed on; `-c` and an environment that a preimported
-    library reads differently get the real interpreter."""
+    launcher too: its own argv, folder, environment (the rank Lightning, imported by the launcher, reads from it),
+    streams and status (an end by SIGKILL too), -u honoured, the process ended when the one that started it is
+    killed and a signal to that one passed on; `-c` and an environment that a preimported library reads differently
+    get the real interpreter."""
     (tmp_path / "child.py").write_text(CHILD)
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     (tmp_path / "parent.py").write_text(PARENT)
@@ -266,7 +312,8 @@ time.sleep(120)
 """
 
 
-def test_a_program_a_test_starts_with_python_for_is_a_fork_that_outlives_a_new_launcher(monkeypatch, tmp_path):
+def test_a_program_a_test_starts_with_python_for_is_a_fork_that_outlives_a_new_launcher(light_launchers,
+                                                                                       monkeypatch, tmp_path):
     """python_for: the launcher's interpreter script for run_command's environment (its own value of a variable read
     only at run time too), the program a fork of the launcher, which a change of the test process's variables
     replaces for new commands but keeps until the program, stopped by SIGTERM, ends; sys.executable for an
@@ -276,8 +323,7 @@ def test_a_program_a_test_starts_with_python_for_is_a_fork_that_outlives_a_new_l
     if not commands.forking():
         assert commands.python_for(environment) == sys.executable
         return
-    # launchers of this test's own: another's may still run a program a session fixture started (a server)
-    monkeypatch.setattr(commands, "_launcher", None)
+    # launchers of this test's own (light_launchers): the worker's may still run a program a session fixture started
     python = commands.python_for(environment | {"SPACEWALK_TEST_MARKER": "run time"})
     first = commands._launcher
     assert python != sys.executable and python == first.interpreter()
