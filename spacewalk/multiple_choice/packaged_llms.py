@@ -16,7 +16,8 @@ tokenizer and the model in turn (SmolLM2's 49,152-token vocabulary and its merge
 machine's 2 cores, the weights' dequantization under 2 s of it), so `checkpoint(package)` converts it once into a
 regular checkpoint folder in the same user cache (the dequantized float32 weights and the tokenizer, the same tokens,
 chat template, generation settings and logits: checked on SmolLM2), which loads in well under a second; its
-source.json names the GGUF file it was made from (name, size, SHA-256) and a different file is converted again. The
+source.json names the GGUF file it was made from (name, size, modification time, SHA-256) and the transformers
+release that converted it, and a different file or release converts it again. The
 transformers backend takes `package: <name>` in a model config (conf/model/mc_smollm2.yaml,
 conf/model/mc_gemma3_270m.yaml) and loads that folder.
 """
@@ -133,19 +134,49 @@ SOURCE = "source.json"  # in a converted checkpoint: the GGUF file it was made f
 
 def checkpoint(package: str, cache_dir: str | Path | None = None) -> Path:
     """The packaged model as a regular checkpoint folder, <cache>/<package>-<version>/checkpoint (default cache:
-    cache_root()): converted from its GGUF file on first use (about 20 s for SmolLM2 on 2 cores) and again when
-    the file differs from the one its source.json names."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    cache_root()): converted from its GGUF file on first use (about 20 s for SmolLM2 on 2 cores; 540 MB of float32
+    weights, Gemma 3 270M about 1 GB) and again when the file or transformers (which does the conversion) differ
+    from what its source.json names, or the record cannot be read. One process converts while the others wait (a
+    lock beside the folder)."""
+    import transformers
+    from filelock import FileLock
 
-    from spacewalk.core.io import load_json
+    from spacewalk.core.errors import DataError
+    from spacewalk.core.io import load_json, make_folder, remove_leftover_work
 
     path = gguf_path(package, cache_dir)
     root = Path(cache_dir).expanduser() if cache_dir else cache_root()
     folder = root / f"{package}-{metadata.version(package)}" / "checkpoint"
-    source = {"package": package, "file": path.name, "bytes": path.stat().st_size, "sha256": sha256_of(path)}
-    if (folder / SOURCE).is_file() and load_json(folder / SOURCE) == source:
+    stat = path.stat()
+    # the file as it lies (a reinstall writes it anew): its digest is taken when it is converted, not at every load
+    file = {"package": package, "file": path.name, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+            "transformers": transformers.__version__}
+
+    def made_from_file() -> bool:
+        try:
+            made = load_json(folder / SOURCE)
+        except DataError:  # no record, or one that does not parse: converted again
+            return False
+        return isinstance(made, dict) and {k: made.get(k) for k in file} == file
+
+    if made_from_file():
         return folder
+    try:
+        make_folder(folder.parent)
+        with FileLock(str(folder) + ".lock"):
+            if made_from_file():  # converted by the process this one waited for
+                return folder
+            remove_leftover_work(folder)  # what a killed conversion left
+            return _convert(path, folder, file | {"sha256": sha256_of(path)})
+    except PermissionError as e:
+        raise ConfigError(f"cannot write the converted {package} under {folder.parent} ({e.strerror}): set "
+                          "model.cache_dir or SPACEWALK_CACHE_DIR to a folder you can write") from None
+
+
+def _convert(path: Path, folder: Path, source: dict) -> Path:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     return save_checkpoint(model, tokenizer, folder, source)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -103,7 +104,7 @@ def stopped_at_exit(processes: list[subprocess.Popen]) -> Iterator[list[subproce
         for process in processes:
             if process.poll() is None:
                 process.kill()
-                process.wait()
+            process.communicate()  # its pipes read to their end and closed
 
 
 def forking() -> bool:
@@ -138,12 +139,15 @@ def _launcher_for(environment: dict) -> Launcher:
 
 @atexit.register
 def _close_launchers() -> None:
-    """Each launcher ends once what it runs has ended (a fixture's teardown has stopped its server by now); one that
-    has not within 30 s is killed, and the others are still closed."""
-    for launcher in [*_replaced, *([_launcher] if _launcher is not None else [])]:
+    """Each launcher ends once what it runs has ended (a fixture's teardown has stopped its server by now); those that
+    have not within 30 s, together, are killed."""
+    launchers = [*_replaced, *([_launcher] if _launcher is not None else [])]
+    for launcher in launchers:
         launcher.close(wait=False)
+    deadline = time.monotonic() + 30
+    for launcher in launchers:
         try:
-            launcher.process.wait(timeout=30)
+            launcher.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             launcher.process.kill()
             launcher.process.wait()

