@@ -173,7 +173,8 @@ def checkpoint(package: str, cache_dir: str | Path | None = None) -> Path:
                           "model.cache_dir or SPACEWALK_CACHE_DIR to a folder you can write") from None
 
 
-def _convert(path: Path, folder: Path, source: dict) -> Path:
+def _convert(path: Path, folder: Path, source: dict | None = None) -> Path:
+    """The GGUF file at `path` loaded (weights dequantized to float32, its tokenizer) and saved as `folder`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -217,13 +218,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the checkpoint folder to write")
     args = parser.parse_args(argv)
     with user_errors_reported():
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        path = gguf_path(args.package)
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-        print(save_checkpoint(model, tokenizer, args.out))
+        print(_convert(gguf_path(args.package), args.out))
     return 0
 
 

@@ -129,12 +129,18 @@ def _launcher_for(environment: dict) -> Launcher:
     if (_launcher is not None and _launcher.alive() and steady(environment) == steady(_launcher.environment)
             and _launcher.preimport == tuple(LAUNCHER_PREIMPORTS)):
         return _launcher
-    _replaced[:] = [launcher for launcher in _replaced if launcher.alive()]
     if _launcher is not None:
-        _launcher.close(wait=False)
-        _replaced.append(_launcher)
+        retire(_launcher)
     _launcher = Launcher(environment, REPO, LAUNCHER_PREIMPORTS)
     return _launcher
+
+
+def retire(launcher: Launcher) -> None:
+    """No new command for `launcher`: it ends once the programs started with its interpreter script end, and is
+    waited for at exit (the replaced launchers that have ended are let go)."""
+    _replaced[:] = [replaced for replaced in _replaced if replaced.alive()]
+    launcher.close(wait=False)
+    _replaced.append(launcher)
 
 
 @atexit.register

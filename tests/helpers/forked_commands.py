@@ -466,9 +466,7 @@ def _serve(request_fd: int, reply_fd: int, preimport: list[str]) -> None:
                     request, streams = {}, []
                 if (not taking or len(streams) != 3 or read_on_import(request.get("environment", {})) != own
                         or any(request.get("args", [])[:len(p)] == p for p in OWN_PID_PROGRAMS)):
-                    for fd in streams:
-                        os.close(fd)
-                    _decline(connection)
+                    _decline(connection, streams)
                     continue
                 pid = fork(request["args"], request["environment"], None, None, request["flags"], streams,
                            request["cwd"], connection)
@@ -504,15 +502,15 @@ def _serve(request_fd: int, reply_fd: int, preimport: list[str]) -> None:
                             streams = _received(connection)[1]
                         except OSError:
                             streams = []
-                        for fd in streams:
-                            os.close(fd)
-                        _decline(connection)
+                        _decline(connection, streams)
                 listener.close()
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _decline(connection: socket.socket) -> None:
-    """The script becomes the real interpreter."""
+def _decline(connection: socket.socket, streams: list[int]) -> None:
+    """The script becomes the real interpreter (the standard streams it passed are closed here)."""
+    for fd in streams:
+        os.close(fd)
     with contextlib.suppress(OSError):
         connection.sendall(b"{}\n")
     connection.close()

@@ -59,8 +59,7 @@ def light_launchers(monkeypatch):
     monkeypatch.setattr(commands, "_launcher", None)
     yield
     if commands._launcher is not None:
-        commands._launcher.close(wait=False)
-        commands._replaced.append(commands._launcher)
+        commands.retire(commands._launcher)
 
 
 def both(launcher, tmp_path, args: list[str], environment: dict | None = None, timeout: float = 120):
